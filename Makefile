@@ -1,0 +1,35 @@
+# The two commands of the README, and the checks CI runs.
+GO ?= go
+GOLANGCI_VERSION := v2.15.0
+BIN := $(CURDIR)/.bin
+
+.PHONY: run test lint vet build bench clean
+
+## run: a local stack with demo data (private PostgreSQL when BERTH_DATABASE_URL is unset)
+run:
+	$(GO) run ./cmd/berth dev
+
+## test: the whole test suite with -race, against real PostgreSQL and Redis
+test:
+	./scripts/testenv.sh $(GO) test -race -count=1 -timeout 20m ./...
+
+## build: the berth binary in ./.bin
+build:
+	$(GO) build -o $(BIN)/berth ./cmd/berth
+
+vet:
+	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet ./...
+
+lint: vet
+	test -x $(BIN)/golangci-lint-$(GOLANGCI_VERSION) || \
+		(GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION) && \
+		 mv $(BIN)/golangci-lint $(BIN)/golangci-lint-$(GOLANGCI_VERSION))
+	$(BIN)/golangci-lint-$(GOLANGCI_VERSION) run ./...
+
+## bench: the Go benchmarks (hot-flight holds, seat map)
+bench:
+	./scripts/testenv.sh $(GO) test -run '^$$' -bench . -benchtime 3s ./internal/flight/
+
+clean:
+	rm -rf $(BIN) .berth

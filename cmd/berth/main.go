@@ -1,0 +1,93 @@
+// Command berth is the reservation engine: one binary whose subcommands
+// serve the API, migrate and seed the database, issue tokens, run a local
+// development stack and audit the invariants.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	_ "time/tzdata" // flight times render in airport time zones on any host
+)
+
+const usage = `berth — a reservation engine for seats and cars that never sells one twice.
+
+Usage: berth <command> [flags]
+
+Commands:
+  serve     serve the HTTP API and run the background workers
+  migrate   apply the embedded database migrations and exit
+  seed      load a realistic flight schedule (and cars) into the database
+  token     print a bearer token for a role and subject
+  dev       run a local stack: private PostgreSQL, migrations, demo data, serve
+  audit     check the invariants against a database; exit 1 on any violation
+
+Settings come from BERTH_* environment variables (see README.md); each
+command's flags override them: berth <command> -h lists them.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "berth:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitError carries a process exit code other than 1.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func exitCode(err error) int {
+	var e exitError
+	if errors.As(err, &e) {
+		return e.code
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	return 1
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitError{2}
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return serve(ctx, rest, getenv, stderr)
+	case "migrate":
+		return migrate(ctx, rest, getenv, stderr)
+	case "seed":
+		return seedCmd(ctx, rest, getenv, stdout, stderr)
+	case "token":
+		return token(rest, getenv, stdout)
+	case "dev":
+		return dev(ctx, rest, getenv, stdout, stderr)
+	case "audit":
+		return auditCmd(ctx, rest, getenv, stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}

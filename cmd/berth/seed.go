@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/pg"
+	"berth.dev/berth/internal/seed"
+)
+
+func seedCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	now := clock.System{}.Now()
+	f := seed.Defaults(now.AddDate(0, 0, 1))
+	fs := flag.NewFlagSet("seed", flag.ContinueOnError)
+	url := databaseFlags(fs, getenv)
+	fs.IntVar(&f.Days, "days", f.Days, "days of schedule")
+	fs.IntVar(&f.PerDay, "flights", f.PerDay, "flights per day")
+	fs.IntVar(&f.Seats, "seats", f.Seats, "seats per flight (a multiple of 6)")
+	start := fs.String("start", f.Start.Format(time.DateOnly), "first day of the schedule")
+	fs.Uint64Var(&f.Seed, "seed", f.Seed, "random seed; the same seed loads the same schedule")
+	fs.IntVar(&f.Workers, "workers", f.Workers, "parallel COPY streams")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *url == "" {
+		return fmt.Errorf("BERTH_DATABASE_URL: is required")
+	}
+	var err error
+	if f.Start, err = time.Parse(time.DateOnly, *start); err != nil {
+		return fmt.Errorf("--start: %q is not a date like 2026-12-20", *start)
+	}
+	pool, err := pg.Open(ctx, *url, pg.PoolConfig{MaxConns: int32(f.Workers + 2), AppName: "berth-seed"})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	f.Progress = stderr
+	flights, seats, err := seed.LoadFlights(ctx, pool, f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "seeded %d flights with %d seats\n", flights, seats)
+	return nil
+}
+
+func auditCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	url := databaseFlags(fs, getenv)
+	interval := fs.Duration("sweep-interval", 30*time.Second, "the sweeper's period, for I7 (BERTH_SWEEP_INTERVAL)")
+	if v := getenv("BERTH_SWEEP_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("BERTH_SWEEP_INTERVAL: %q is not a duration", v)
+		}
+		*interval = d
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *url == "" {
+		return fmt.Errorf("BERTH_DATABASE_URL: is required")
+	}
+	pool, err := pg.Open(ctx, *url, pg.PoolConfig{MaxConns: 2, AppName: "berth-audit"})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	results, err := audit.Run(ctx, pool, audit.Options{Now: clock.System{}.Now(), SweepInterval: *interval})
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, audit.Format(results))
+	if audit.Failed(results) {
+		return fmt.Errorf("invariants violated")
+	}
+	fmt.Fprintln(stdout, "all invariants hold")
+	return nil
+}

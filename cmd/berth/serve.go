@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/pg"
+)
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := config.Load(args, getenv)
+	if err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	a, err := app.New(ctx, cfg, app.Options{Log: log})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	return a.Run(ctx, ln)
+}
+
+// databaseFlags reads the database URL for the commands that need nothing
+// else: BERTH_DATABASE_URL, overridden by --database-url.
+func databaseFlags(fs *flag.FlagSet, getenv func(string) string) *string {
+	return fs.String("database-url", getenv("BERTH_DATABASE_URL"), "PostgreSQL URL (BERTH_DATABASE_URL)")
+}
+
+func migrate(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	url := databaseFlags(fs, getenv)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *url == "" {
+		return fmt.Errorf("BERTH_DATABASE_URL: is required")
+	}
+	pool, err := pg.Open(ctx, *url, pg.PoolConfig{MaxConns: 2, AppName: "berth-migrate"})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	applied, err := pg.Migrate(ctx, pool)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "applied %d migrations\n", len(applied))
+	for _, a := range applied {
+		fmt.Fprintln(stderr, " ", a)
+	}
+	return nil
+}
+
+func token(args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	role := fs.String("role", auth.Customer, "customer, host or admin")
+	sub := fs.Int64("sub", 0, "the caller's numeric id")
+	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
+	secret := fs.String("secret", getenv("BERTH_AUTH_SECRET"), "HS256 key (BERTH_AUTH_SECRET)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *secret == "" {
+		return fmt.Errorf("BERTH_AUTH_SECRET: is required")
+	}
+	tok, err := auth.Issue([]byte(*secret), *sub, *role, clock.System{}.Now(), *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}

@@ -1,0 +1,139 @@
+// Package app wires berth's parts into a running service: the database
+// pool, the domain services, the HTTP API and the background workers. The
+// binary's serve command and the end-to-end tests both start berth through
+// it, so they run the same thing.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/flight"
+	"berth.dev/berth/internal/httpapi"
+	"berth.dev/berth/internal/pg"
+)
+
+// Options are what New needs beyond the settings. Zero values take the real
+// clock, a discarding logger and a fresh registry.
+type Options struct {
+	Clock    clock.Clock
+	Log      *slog.Logger
+	Registry *prometheus.Registry
+	// SeatMapTTL overrides the seat-map cache lifetime (tests set it to a
+	// nanosecond to see every change at once).
+	SeatMapTTL time.Duration
+}
+
+// App is a wired berth service.
+type App struct {
+	Config   config.Config
+	Clock    clock.Clock
+	Log      *slog.Logger
+	Pool     *pgxpool.Pool
+	Flights  *flight.Service
+	Life     *booking.Lifecycle
+	Sweeper  *booking.Sweeper
+	API      *httpapi.Server
+	Registry *prometheus.Registry
+}
+
+// New connects to the database (migrating it first when cfg.Migrate is set)
+// and wires the service.
+func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
+	if o.Clock == nil {
+		o.Clock = clock.System{}
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if o.SeatMapTTL == 0 {
+		o.SeatMapTTL = 2 * time.Second
+	}
+	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.PoolConfig{MaxConns: int32(cfg.DBMaxConns), AppName: "berth"})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Migrate {
+		applied, err := pg.Migrate(ctx, pool)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		o.Log.Info("migrated", "applied", applied)
+	}
+	a := &App{Config: cfg, Clock: o.Clock, Log: o.Log, Pool: pool, Registry: o.Registry}
+	a.Flights = flight.NewService(pool, o.Clock, flight.Config{
+		HoldTTL: cfg.FlightHoldTTL, SeatMapTTL: o.SeatMapTTL, SearchTTL: 3 * time.Second,
+	})
+	a.Life = booking.NewLifecycle(o.Clock, map[booking.Kind]booking.Inventory{
+		booking.KindFlight: a.Flights.Inventory(),
+	})
+	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, cfg.SweepInterval, o.Registry)
+	a.API = httpapi.New(httpapi.Deps{
+		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Lifecycle: a.Life,
+		AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry,
+	})
+	return a, nil
+}
+
+// Close releases the database pool.
+func (a *App) Close() { a.Pool.Close() }
+
+// Run serves HTTP on ln and runs the background workers until ctx ends,
+// then stops accepting requests, lets in-flight ones finish (up to 20 s)
+// and stops the workers.
+func (a *App) Run(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           a.API,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn),
+	}
+	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { a.Sweeper.Run(workers) })
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	a.Log.Info("listening", "addr", ln.Addr().String())
+
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		a.Log.Info("shutting down")
+		shutCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err = srv.Shutdown(shutCtx)
+		cancel()
+	}
+	stopWorkers()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	a.Log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,73 @@
+package auth
+
+import (
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+func TestIssueVerify(t *testing.T) {
+	t.Parallel()
+	secret := []byte("s3cret")
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	tok, err := Issue(secret, 42, Customer, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Verify(secret, tok, now.Add(59*time.Minute))
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if c.ID != 42 || c.Role != Customer {
+		t.Errorf("caller = %+v, want 42/customer", c)
+	}
+
+	if _, err := Verify(secret, tok, now.Add(61*time.Minute)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("expired token: err = %v, want ErrInvalid", err)
+	}
+	if _, err := Verify([]byte("other"), tok, now); !errors.Is(err, ErrInvalid) {
+		t.Errorf("wrong secret: err = %v, want ErrInvalid", err)
+	}
+	// A token whose payload was edited (role raised to admin) keeps its old
+	// signature and must be refused.
+	parts := strings.Split(tok, ".")
+	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	forged := strings.Replace(string(payload), `"customer"`, `"admin"`, 1)
+	parts[1] = base64.RawURLEncoding.EncodeToString([]byte(forged))
+	if _, err := Verify(secret, strings.Join(parts, "."), now); !errors.Is(err, ErrInvalid) {
+		t.Errorf("forged payload: err = %v, want ErrInvalid", err)
+	}
+}
+
+func TestVerifyRefuses(t *testing.T) {
+	t.Parallel()
+	secret := []byte("s3cret")
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	sign := func(m jwt.SigningMethod, key any, c jwt.MapClaims) string {
+		s, err := jwt.NewWithClaims(m, c).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	exp := now.Add(time.Hour).Unix()
+	tests := map[string]string{
+		"alg none":        sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"sub": "1", "role": "admin", "exp": exp}),
+		"HS512":           sign(jwt.SigningMethodHS512, secret, jwt.MapClaims{"sub": "1", "role": "admin", "exp": exp}),
+		"no exp":          sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1", "role": "admin"}),
+		"non-numeric sub": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "bob", "role": "admin", "exp": exp}),
+		"zero sub":        sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "0", "role": "admin", "exp": exp}),
+		"unknown role":    sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1", "role": "root", "exp": exp}),
+		"garbage":         "not.a.token",
+		"empty":           "",
+	}
+	for name, tok := range tests {
+		if _, err := Verify(secret, tok, now); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+}

@@ -1,0 +1,218 @@
+// Package booking is what every kind of inventory shares: the statuses and
+// their compare-and-set transitions, reads with access control, cancellation
+// and hold expiry. What a booking holds (seats and fare counters, a car's
+// calendar) is released or sold by the Inventory of its kind.
+package booking
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/policy"
+)
+
+// Kind is the kind of inventory a booking is for.
+type Kind string
+
+// The kinds of inventory.
+const (
+	KindFlight Kind = "flight"
+	KindCar    Kind = "car"
+)
+
+// Status is where a booking is in its lifecycle.
+type Status string
+
+// The statuses, one vocabulary for every kind.
+const (
+	Held      Status = "HELD"
+	Confirmed Status = "CONFIRMED"
+	Expired   Status = "EXPIRED"
+	Cancelled Status = "CANCELLED"
+	OnTrip    Status = "ON_TRIP"
+	Completed Status = "COMPLETED"
+)
+
+// Live reports whether a booking in status s occupies inventory.
+func (s Status) Live() bool { return s == Held || s == Confirmed || s == OnTrip }
+
+// Why a booking was cancelled.
+const (
+	ByCustomer    = "customer"
+	ByHost        = "host"
+	ByAdmin       = "admin"
+	PaymentFailed = "payment_failed"
+)
+
+// Booking is one booking of any kind, as stored.
+type Booking struct {
+	ID            int64
+	Kind          Kind
+	Status        Status
+	CustomerID    int64
+	HostID        int64 // the car's host; 0 for flights
+	Amount        int64
+	Currency      string
+	HoldExpiresAt time.Time
+	// StartsAt is when the service starts (departure, pickup): refund rules
+	// count back from it.
+	StartsAt   time.Time
+	RefundRule policy.Rule
+
+	FlightID  int64
+	FareClass string
+	Seats     []string // sorted; empty for a quantity hold
+	Quantity  int
+
+	CancelReason string
+	RefundAmount *int64
+	Version      int
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// Columns is the select list that Scan reads, in order. Statements that
+// return a booking use "RETURNING " + Columns.
+const Columns = `id, kind, status, customer_id, host_id, amount, currency, hold_expires_at, starts_at,
+	refund_rule, flight_id, fare_class, seats, quantity, cancel_reason, refund_amount, version,
+	created_at, updated_at`
+
+// Scan reads one row of Columns.
+func Scan(row pgx.Row) (*Booking, error) {
+	var (
+		b            Booking
+		hostID       *int64
+		flightID     *int64
+		fareClass    *string
+		quantity     *int
+		cancelReason *string
+		rule         []byte
+	)
+	err := row.Scan(&b.ID, &b.Kind, &b.Status, &b.CustomerID, &hostID, &b.Amount, &b.Currency,
+		&b.HoldExpiresAt, &b.StartsAt, &rule, &flightID, &fareClass, &b.Seats, &quantity,
+		&cancelReason, &b.RefundAmount, &b.Version, &b.CreatedAt, &b.UpdatedAt)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(rule, &b.RefundRule); err != nil {
+		return nil, fmt.Errorf("booking %d: refund rule: %w", b.ID, err)
+	}
+	b.HostID = deref(hostID)
+	b.FlightID = deref(flightID)
+	b.FareClass = deref(fareClass)
+	b.Quantity = deref(quantity)
+	b.CancelReason = deref(cancelReason)
+	return &b, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// View is a booking as API.md shows it, in clients' answers and in events.
+type View struct {
+	BookingID     int64      `json:"bookingId"`
+	Kind          Kind       `json:"kind"`
+	Status        Status     `json:"status"`
+	CustomerID    int64      `json:"customerId"`
+	Amount        int64      `json:"amount"`
+	Currency      string     `json:"currency"`
+	HoldExpiresAt *time.Time `json:"holdExpiresAt,omitempty"`
+	FlightID      int64      `json:"flightId,omitempty"`
+	FareClass     string     `json:"fareClass,omitempty"`
+	Seats         []string   `json:"seats,omitempty"`
+	Quantity      int        `json:"quantity,omitempty"`
+	PaymentURL    string     `json:"paymentUrl,omitempty"`
+	RefundAmount  *int64     `json:"refundAmount,omitempty"`
+	CancelReason  string     `json:"cancelReason,omitempty"`
+	Version       int        `json:"version"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	UpdatedAt     time.Time  `json:"updatedAt"`
+}
+
+// View returns b as API.md shows it.
+func (b *Booking) View() View {
+	v := View{
+		BookingID:    b.ID,
+		Kind:         b.Kind,
+		Status:       b.Status,
+		CustomerID:   b.CustomerID,
+		Amount:       b.Amount,
+		Currency:     b.Currency,
+		RefundAmount: b.RefundAmount,
+		CancelReason: b.CancelReason,
+		Version:      b.Version,
+		CreatedAt:    b.CreatedAt.UTC(),
+		UpdatedAt:    b.UpdatedAt.UTC(),
+	}
+	if b.Status == Held {
+		t := b.HoldExpiresAt.UTC()
+		v.HoldExpiresAt = &t
+		v.PaymentURL = fmt.Sprintf("/bookings/%d/payments", b.ID)
+	}
+	if b.Kind == KindFlight {
+		v.FlightID = b.FlightID
+		v.FareClass = b.FareClass
+		v.Seats = b.Seats
+		v.Quantity = b.Quantity
+	}
+	return v
+}
+
+// Caller is who asks: the token's subject and role.
+type Caller struct {
+	ID   int64
+	Role string // "customer", "host" or "admin"
+}
+
+// Admin reports whether c may act on any booking.
+func (c Caller) Admin() bool { return c.Role == "admin" }
+
+// Get returns booking id if caller may see it: its customer, the car's host
+// or an admin. Returns fault.NotFound otherwise, never revealing that it
+// exists.
+func Get(ctx context.Context, db Querier, caller Caller, id int64) (*Booking, error) {
+	b, err := Scan(db.QueryRow(ctx, `SELECT `+Columns+` FROM booking
+		WHERE id = $1 AND ($2 OR customer_id = $3 OR host_id = $3)`, id, caller.Admin(), caller.ID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fault.New(fault.NotFound, "no booking %d", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get booking %d: %w", id, err)
+	}
+	return b, nil
+}
+
+// List returns caller's own bookings, newest first: at most limit, with ids
+// below before when before > 0.
+func List(ctx context.Context, db Querier, caller Caller, limit int, before int64) ([]*Booking, error) {
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM booking
+		WHERE customer_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, caller.ID, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list bookings of %d: %w", caller.ID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Booking, error) { return Scan(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list bookings of %d: %w", caller.ID, err)
+	}
+	return out, nil
+}
+
+// Querier is a pool, a connection or a transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}

@@ -1,0 +1,312 @@
+package booking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/outbox"
+	"berth.dev/berth/internal/pg"
+)
+
+// Inventory is what bookings of one kind hold, beyond their own row: seats
+// and fare counters for flights; nothing for cars, whose calendar is the
+// booking rows themselves. Every method runs in the caller's transaction,
+// after the booking row was locked by its compare-and-set.
+type Inventory interface {
+	// Sell turns what a booking held into sold; b is now CONFIRMED. It
+	// returns ErrIncomplete when part of the hold is gone, and the caller
+	// must then roll back.
+	Sell(ctx context.Context, tx pgx.Tx, b *Booking) error
+	// Release gives back what b occupied in status was; b is no longer live.
+	Release(ctx context.Context, tx pgx.Tx, b *Booking, was Status) error
+}
+
+// ErrIncomplete means a booking cannot be confirmed because part of what it
+// held was taken by someone else after its hold expired (DESIGN.md race 1).
+var ErrIncomplete = errors.New("part of the hold is gone")
+
+// Lifecycle moves bookings between statuses. Every move is a compare-and-set
+// on the booking row that exactly one contender wins, the kind's inventory
+// follows in the same transaction, and one outbox event records it.
+type Lifecycle struct {
+	Clock       clock.Clock
+	inventories map[Kind]Inventory
+}
+
+// NewLifecycle returns a lifecycle for the given inventories.
+func NewLifecycle(c clock.Clock, inventories map[Kind]Inventory) *Lifecycle {
+	return &Lifecycle{Clock: c, inventories: inventories}
+}
+
+func (l *Lifecycle) inventory(k Kind) (Inventory, error) {
+	inv, ok := l.inventories[k]
+	if !ok {
+		return nil, fmt.Errorf("no inventory for bookings of kind %q", k)
+	}
+	return inv, nil
+}
+
+// EventType is the outbox event type of a booking entering status s.
+func EventType(s Status) string {
+	switch s {
+	case Held:
+		return outbox.BookingHeld
+	case Confirmed:
+		return outbox.BookingConfirmed
+	case Expired:
+		return outbox.BookingExpired
+	case Cancelled:
+		return outbox.BookingCancelled
+	case OnTrip:
+		return outbox.BookingOnTrip
+	case Completed:
+		return outbox.BookingCompleted
+	}
+	panic("booking: no event for status " + string(s))
+}
+
+// Record writes the event of b's current status to the outbox.
+func Record(ctx context.Context, tx pgx.Tx, b *Booking, now time.Time) error {
+	return outbox.Write(ctx, tx, outbox.Event{BookingID: b.ID, Type: EventType(b.Status), Data: b.View(), Time: now})
+}
+
+// RefundRequest is the data of a refund.requested event.
+type RefundRequest struct {
+	BookingID int64  `json:"bookingId"`
+	Amount    int64  `json:"amount"`
+	Currency  string `json:"currency"`
+	Reason    string `json:"reason"`
+}
+
+// Cancel cancels booking id for caller: HELD → CANCELLED releases at once
+// (nothing was paid); CONFIRMED → CANCELLED also refunds by the booking's
+// rule, or in full when the host or an admin cancels. The refund is computed
+// with the server's clock, at the moment of the compare-and-set.
+//
+// Returns fault.NotFound if caller may not see the booking, fault.InvalidState
+// if it is in any other status.
+func (l *Lifecycle) Cancel(ctx context.Context, db pg.Beginner, caller Caller, id int64) (*Booking, error) {
+	var out *Booking
+	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
+		b, err := Get(ctx, tx, caller, id)
+		if err != nil {
+			return err
+		}
+		reason := ByCustomer
+		switch {
+		case caller.Admin():
+			reason = ByAdmin
+		case b.HostID != 0 && caller.ID == b.HostID:
+			reason = ByHost
+		}
+		now := l.Clock.Now()
+		var refund int64
+		switch b.Status {
+		case Held:
+		case Confirmed:
+			refund = b.Amount
+			if reason == ByCustomer {
+				refund = b.RefundRule.Refund(b.Amount, b.StartsAt, now)
+			}
+		default:
+			return fault.New(fault.InvalidState, "a %s booking cannot be cancelled", b.Status)
+		}
+		out, err = l.leave(ctx, tx, b, Cancelled, now, reason, &refund)
+		if errors.Is(err, errLostRace) {
+			return fault.New(fault.InvalidState, "booking %d changed while it was being cancelled", id)
+		}
+		return err
+	})
+	return out, err
+}
+
+var errLostRace = errors.New("booking changed concurrently")
+
+// leave moves b out of a live status to one that is not, releases its
+// inventory and records the event (and a refund request when one is due).
+// It returns errLostRace when b was no longer in b.Status.
+func (l *Lifecycle) leave(ctx context.Context, tx pgx.Tx, b *Booking, to Status, now time.Time, reason string, refund *int64) (*Booking, error) {
+	var cancelReason *string
+	if to == Cancelled {
+		cancelReason = &reason
+	}
+	nb, err := Scan(tx.QueryRow(ctx, `UPDATE booking
+		SET status = $3, cancel_reason = $4, refund_amount = $5, version = version + 1, updated_at = $6
+		WHERE id = $1 AND status = $2
+		RETURNING `+Columns, b.ID, b.Status, to, cancelReason, refund, now))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errLostRace
+	}
+	if err != nil {
+		return nil, fmt.Errorf("move booking %d from %s to %s: %w", b.ID, b.Status, to, err)
+	}
+	if err := l.release(ctx, tx, nb, b.Status); err != nil {
+		return nil, err
+	}
+	if err := Record(ctx, tx, nb, now); err != nil {
+		return nil, err
+	}
+	if refund != nil && *refund > 0 {
+		err := outbox.Write(ctx, tx, outbox.Event{BookingID: nb.ID, Type: outbox.RefundRequested, Time: now,
+			Data: RefundRequest{BookingID: nb.ID, Amount: *refund, Currency: nb.Currency, Reason: "cancelled_by_" + reason}})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return nb, nil
+}
+
+func (l *Lifecycle) release(ctx context.Context, tx pgx.Tx, b *Booking, was Status) error {
+	inv, err := l.inventory(b.Kind)
+	if err != nil {
+		return err
+	}
+	if err := inv.Release(ctx, tx, b, was); err != nil {
+		return fmt.Errorf("release booking %d: %w", b.ID, err)
+	}
+	return nil
+}
+
+// ExpireOne expires the most overdue HELD booking that no other transaction
+// has locked, releases what it held and records the event. It reports false
+// when no booking is due. Several sweepers may run it at once: SKIP LOCKED
+// hands each a different booking, and the status condition lets exactly one
+// transaction move any booking.
+func (l *Lifecycle) ExpireOne(ctx context.Context, db pg.Beginner) (bool, error) {
+	found := false
+	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
+		now := l.Clock.Now()
+		b, err := Scan(tx.QueryRow(ctx, `UPDATE booking
+			SET status = 'EXPIRED', version = version + 1, updated_at = $1
+			WHERE id = (SELECT id FROM booking WHERE status = 'HELD' AND hold_expires_at <= $1
+			            ORDER BY hold_expires_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+			  AND status = 'HELD'
+			RETURNING `+Columns, now))
+		if errors.Is(err, pgx.ErrNoRows) {
+			found = false
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("expire a hold: %w", err)
+		}
+		found = true
+		if err := l.release(ctx, tx, b, Held); err != nil {
+			return err
+		}
+		return Record(ctx, tx, b, now)
+	})
+	return found, err
+}
+
+// Confirm moves a HELD booking to CONFIRMED because a charge of amount in
+// currency succeeded, within the caller's transaction (which also records
+// the payment). It succeeds only if the hold has not expired, the money
+// matches the booking, and the whole hold is still there (DESIGN.md races 1
+// and 4). Otherwise it returns a fault (HoldExpired, InvalidState,
+// ValidationFailed for a wrong amount) or ErrIncomplete, and the caller
+// must roll back whatever it did in tx and refund the money instead.
+func (l *Lifecycle) Confirm(ctx context.Context, tx pgx.Tx, id, amount int64, currency string) (*Booking, error) {
+	now := l.Clock.Now()
+	b, err := Scan(tx.QueryRow(ctx, `UPDATE booking
+		SET status = 'CONFIRMED', version = version + 1, updated_at = $2
+		WHERE id = $1 AND status = 'HELD' AND hold_expires_at > $2 AND amount = $3 AND currency = $4
+		RETURNING `+Columns, id, now, amount, currency))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, l.whyNotConfirmed(ctx, tx, id, amount, currency, now)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("confirm booking %d: %w", id, err)
+	}
+	inv, err := l.inventory(b.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if err := inv.Sell(ctx, tx, b); err != nil {
+		return nil, fmt.Errorf("sell booking %d: %w", id, err)
+	}
+	if err := Record(ctx, tx, b, now); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (l *Lifecycle) whyNotConfirmed(ctx context.Context, tx pgx.Tx, id, amount int64, currency string, now time.Time) error {
+	var (
+		status  Status
+		expires time.Time
+		want    int64
+		cur     string
+	)
+	err := tx.QueryRow(ctx, `SELECT status, hold_expires_at, amount, currency FROM booking WHERE id = $1`, id).
+		Scan(&status, &expires, &want, &cur)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fault.New(fault.NotFound, "no booking %d", id)
+	case err != nil:
+		return fmt.Errorf("confirm booking %d: %w", id, err)
+	case status != Held:
+		return fault.New(fault.InvalidState, "booking %d is %s", id, status)
+	case !expires.After(now):
+		return fault.New(fault.HoldExpired, "the hold of booking %d expired at %s", id, expires.UTC().Format(time.RFC3339))
+	case want != amount || cur != currency:
+		return fault.New(fault.ValidationFailed, "booking %d costs %d %s, not %d %s", id, want, cur, amount, currency)
+	}
+	return fmt.Errorf("confirm booking %d: no row matched and no reason found", id)
+}
+
+// FailPayment releases a HELD booking at once because its charge failed (the
+// flight document's rule): it becomes CANCELLED with reason payment_failed.
+// It reports false, and changes nothing, when the booking is no longer HELD.
+func (l *Lifecycle) FailPayment(ctx context.Context, tx pgx.Tx, id int64) (*Booking, bool, error) {
+	b := &Booking{ID: id, Status: Held}
+	nb, err := l.leave(ctx, tx, b, Cancelled, l.Clock.Now(), PaymentFailed, nil)
+	if errors.Is(err, errLostRace) {
+		return nil, false, nil
+	}
+	return nb, err == nil, err
+}
+
+// Move performs a car's hand-over transitions, CONFIRMED → ON_TRIP (pickup)
+// and ON_TRIP → COMPLETED (return), for caller, who must be the car's host
+// or an admin.
+//
+// Returns fault.NotFound, fault.Forbidden or fault.InvalidState.
+func (l *Lifecycle) Move(ctx context.Context, db pg.Beginner, caller Caller, id int64, from, to Status) (*Booking, error) {
+	var out *Booking
+	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
+		b, err := Get(ctx, tx, caller, id)
+		if err != nil {
+			return err
+		}
+		if !caller.Admin() && (b.HostID == 0 || b.HostID != caller.ID) {
+			return fault.New(fault.Forbidden, "only the car's host or an admin may do this")
+		}
+		if b.Kind != KindCar || b.Status != from {
+			return fault.New(fault.InvalidState, "a %s %s booking cannot become %s", b.Status, b.Kind, to)
+		}
+		now := l.Clock.Now()
+		if !to.Live() {
+			out, err = l.leave(ctx, tx, b, to, now, "", nil)
+		} else {
+			out, err = Scan(tx.QueryRow(ctx, `UPDATE booking SET status = $3, version = version + 1, updated_at = $4
+				WHERE id = $1 AND status = $2 RETURNING `+Columns, id, from, to, now))
+			if errors.Is(err, pgx.ErrNoRows) {
+				err = errLostRace
+			}
+			if err == nil {
+				err = Record(ctx, tx, out, now)
+			}
+		}
+		if errors.Is(err, errLostRace) {
+			return fault.New(fault.InvalidState, "booking %d changed concurrently", id)
+		}
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,246 @@
+// Package config reads berth's settings: defaults, then BERTH_* environment
+// variables, then command-line flags, then Validate, which names the first
+// wrong setting.
+package config
+
+import (
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the settings of `berth serve` (API.md, "The binary").
+type Config struct {
+	HTTPAddr        string
+	DatabaseURL     string
+	DatabaseReadURL string
+	RedisURL        string
+	KafkaBrokers    []string
+	AuthSecret      string
+	WebhookSecret   string
+	GatewayURL      string
+	FlightHoldTTL   time.Duration
+	CarHoldTTL      time.Duration
+	SweepInterval   time.Duration
+	HoldLimit       Rate
+	DBMaxConns      int
+	Migrate         bool
+	LogLevel        string
+}
+
+// Rate is a count per window, written "3/15m".
+type Rate struct {
+	N      int
+	Window time.Duration
+}
+
+func (r Rate) String() string { return fmt.Sprintf("%d/%s", r.N, shortDuration(r.Window)) }
+
+// Set parses "N/window".
+func (r *Rate) Set(s string) error {
+	n, w, ok := strings.Cut(s, "/")
+	if !ok {
+		return fmt.Errorf("%q is not a rate like 3/15m", s)
+	}
+	count, err := strconv.Atoi(n)
+	if err != nil || count < 1 {
+		return fmt.Errorf("%q is not a rate like 3/15m", s)
+	}
+	window, err := time.ParseDuration(w)
+	if err != nil || window <= 0 {
+		return fmt.Errorf("%q is not a rate like 3/15m", s)
+	}
+	r.N, r.Window = count, window
+	return nil
+}
+
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	s = strings.TrimSuffix(s, "0s")
+	return strings.TrimSuffix(s, "0m")
+}
+
+// Defaults returns the settings before environment and flags.
+func Defaults() Config {
+	return Config{
+		HTTPAddr:      ":8080",
+		FlightHoldTTL: 10 * time.Minute,
+		CarHoldTTL:    15 * time.Minute,
+		SweepInterval: 30 * time.Second,
+		HoldLimit:     Rate{N: 3, Window: 15 * time.Minute},
+		DBMaxConns:    20,
+		LogLevel:      "info",
+	}
+}
+
+// Load returns the settings from getenv and args (flags of `berth serve`).
+func Load(args []string, getenv func(string) string) (Config, error) {
+	c := Defaults()
+	if err := c.fromEnv(getenv); err != nil {
+		return c, err
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return c, c.Validate()
+}
+
+func (c *Config) fromEnv(getenv func(string) string) error {
+	str := func(name string, dst *string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	str("BERTH_HTTP_ADDR", &c.HTTPAddr)
+	str("BERTH_DATABASE_URL", &c.DatabaseURL)
+	str("BERTH_DATABASE_READ_URL", &c.DatabaseReadURL)
+	str("BERTH_REDIS_URL", &c.RedisURL)
+	str("BERTH_AUTH_SECRET", &c.AuthSecret)
+	str("BERTH_WEBHOOK_SECRET", &c.WebhookSecret)
+	str("BERTH_GATEWAY_URL", &c.GatewayURL)
+	str("BERTH_LOG_LEVEL", &c.LogLevel)
+	if v := getenv("BERTH_KAFKA_BROKERS"); v != "" {
+		c.KafkaBrokers = splitList(v)
+	}
+	durations := map[string]*time.Duration{
+		"BERTH_FLIGHT_HOLD_TTL": &c.FlightHoldTTL,
+		"BERTH_CAR_HOLD_TTL":    &c.CarHoldTTL,
+		"BERTH_SWEEP_INTERVAL":  &c.SweepInterval,
+	}
+	for name, dst := range durations {
+		if v := getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a duration like 10m", name, v)
+			}
+			*dst = d
+		}
+	}
+	if v := getenv("BERTH_HOLD_LIMIT"); v != "" {
+		if err := c.HoldLimit.Set(v); err != nil {
+			return fmt.Errorf("BERTH_HOLD_LIMIT: %w", err)
+		}
+	}
+	if v := getenv("BERTH_DB_MAX_CONNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("BERTH_DB_MAX_CONNS: %q is not a number", v)
+		}
+		c.DBMaxConns = n
+	}
+	return nil
+}
+
+// Flags registers the settings as flags on fs, with the current values as
+// defaults, so flags override the environment.
+func (c *Config) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "listen address (BERTH_HTTP_ADDR)")
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL URL (BERTH_DATABASE_URL)")
+	fs.StringVar(&c.DatabaseReadURL, "database-read-url", c.DatabaseReadURL, "read-only PostgreSQL URL for searches (BERTH_DATABASE_READ_URL)")
+	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis URL (BERTH_REDIS_URL)")
+	fs.Func("kafka-brokers", "comma-separated Kafka brokers (BERTH_KAFKA_BROKERS)", func(s string) error {
+		c.KafkaBrokers = splitList(s)
+		return nil
+	})
+	fs.StringVar(&c.GatewayURL, "gateway-url", c.GatewayURL, "payment gateway base URL (BERTH_GATEWAY_URL)")
+	fs.DurationVar(&c.FlightHoldTTL, "flight-hold-ttl", c.FlightHoldTTL, "flight hold lifetime (BERTH_FLIGHT_HOLD_TTL)")
+	fs.DurationVar(&c.CarHoldTTL, "car-hold-ttl", c.CarHoldTTL, "car hold lifetime (BERTH_CAR_HOLD_TTL)")
+	fs.DurationVar(&c.SweepInterval, "sweep-interval", c.SweepInterval, "hold-expiry sweeper period (BERTH_SWEEP_INTERVAL)")
+	fs.Var(&c.HoldLimit, "hold-limit", "holds per customer per window (BERTH_HOLD_LIMIT)")
+	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "database pool size (BERTH_DB_MAX_CONNS)")
+	fs.BoolVar(&c.Migrate, "migrate", c.Migrate, "apply migrations before serving")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (BERTH_LOG_LEVEL)")
+}
+
+// Validate names the first setting that cannot work.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) { errs = append(errs, fmt.Errorf(name+": "+format, args...)) }
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		bad("BERTH_HTTP_ADDR", "%q is not host:port", c.HTTPAddr)
+	}
+	if c.DatabaseURL == "" {
+		bad("BERTH_DATABASE_URL", "is required (a postgres:// URL)")
+	} else if !isURL(c.DatabaseURL, "postgres", "postgresql") {
+		bad("BERTH_DATABASE_URL", "must be a postgres:// URL")
+	}
+	if c.DatabaseReadURL != "" && !isURL(c.DatabaseReadURL, "postgres", "postgresql") {
+		bad("BERTH_DATABASE_READ_URL", "must be a postgres:// URL")
+	}
+	if c.RedisURL != "" && !isURL(c.RedisURL, "redis", "rediss") {
+		bad("BERTH_REDIS_URL", "must be a redis:// URL")
+	}
+	if c.GatewayURL != "" && !isURL(c.GatewayURL, "http", "https") {
+		bad("BERTH_GATEWAY_URL", "must be an http(s):// URL")
+	}
+	if len(c.AuthSecret) < 16 {
+		bad("BERTH_AUTH_SECRET", "is required, at least 16 characters")
+	}
+	if _, err := WebhookKey(c.WebhookSecret); err != nil {
+		bad("BERTH_WEBHOOK_SECRET", "%v", err)
+	}
+	for name, d := range map[string]time.Duration{
+		"BERTH_FLIGHT_HOLD_TTL": c.FlightHoldTTL, "BERTH_CAR_HOLD_TTL": c.CarHoldTTL, "BERTH_SWEEP_INTERVAL": c.SweepInterval,
+	} {
+		if d < time.Second || d > 24*time.Hour {
+			bad(name, "%s must be between 1s and 24h", d)
+		}
+	}
+	if c.DBMaxConns < 2 || c.DBMaxConns > 1000 {
+		bad("BERTH_DB_MAX_CONNS", "%d must be between 2 and 1000", c.DBMaxConns)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("BERTH_LOG_LEVEL", "%q is not debug, info, warn or error", c.LogLevel)
+	}
+	return errors.Join(errs...)
+}
+
+// WebhookKey decodes a Standard Webhooks secret, "whsec_" and base64, into
+// the HMAC key.
+func WebhookKey(secret string) ([]byte, error) {
+	b64, ok := strings.CutPrefix(secret, "whsec_")
+	if !ok {
+		return nil, errors.New(`is required, of the form "whsec_" followed by base64`)
+	}
+	key, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(key) < 16 {
+		return nil, errors.New("the part after whsec_ must be base64 of at least 16 bytes")
+	}
+	return key, nil
+}
+
+func isURL(s string, schemes ...string) bool {
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	for _, sc := range schemes {
+		if u.Scheme == sc {
+			return true
+		}
+	}
+	return false
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,67 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+var valid = map[string]string{
+	"BERTH_DATABASE_URL":   "postgres://postgres@127.0.0.1:5432/berth",
+	"BERTH_AUTH_SECRET":    "0123456789abcdef0123",
+	"BERTH_WEBHOOK_SECRET": "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM=",
+}
+
+func with(k, v string) map[string]string {
+	m := map[string]string{}
+	for kk, vv := range valid {
+		m[kk] = vv
+	}
+	m[k] = v
+	return m
+}
+
+func TestLoadDefaultsEnvFlags(t *testing.T) {
+	t.Parallel()
+	c, err := Load([]string{"--flight-hold-ttl", "5m"}, env(with("BERTH_FLIGHT_HOLD_TTL", "7m")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.FlightHoldTTL != 5*time.Minute {
+		t.Errorf("flag should override env: FlightHoldTTL = %s", c.FlightHoldTTL)
+	}
+	if c.CarHoldTTL != 15*time.Minute || c.SweepInterval != 30*time.Second || c.HTTPAddr != ":8080" {
+		t.Errorf("defaults not applied: %+v", c)
+	}
+	if c.HoldLimit != (Rate{3, 15 * time.Minute}) {
+		t.Errorf("HoldLimit = %v, want 3/15m", c.HoldLimit)
+	}
+}
+
+func TestValidateNamesTheSetting(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ key, value, want string }{
+		{"BERTH_DATABASE_URL", "", "BERTH_DATABASE_URL"},
+		{"BERTH_DATABASE_URL", "mysql://x", "BERTH_DATABASE_URL"},
+		{"BERTH_AUTH_SECRET", "short", "BERTH_AUTH_SECRET"},
+		{"BERTH_WEBHOOK_SECRET", "plain", "BERTH_WEBHOOK_SECRET"},
+		{"BERTH_WEBHOOK_SECRET", "whsec_!!!", "BERTH_WEBHOOK_SECRET"},
+		{"BERTH_FLIGHT_HOLD_TTL", "ten minutes", "BERTH_FLIGHT_HOLD_TTL"},
+		{"BERTH_SWEEP_INTERVAL", "1ms", "BERTH_SWEEP_INTERVAL"},
+		{"BERTH_HOLD_LIMIT", "3 per 15m", "BERTH_HOLD_LIMIT"},
+		{"BERTH_HTTP_ADDR", "8080", "BERTH_HTTP_ADDR"},
+		{"BERTH_REDIS_URL", "localhost:6379", "BERTH_REDIS_URL"},
+	}
+	for _, tt := range tests {
+		m := with(tt.key, tt.value)
+		if tt.value == "" {
+			delete(m, tt.key)
+		}
+		_, err := Load(nil, env(m))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s=%q: err = %v, want one naming %s", tt.key, tt.value, err, tt.want)
+		}
+	}
+}

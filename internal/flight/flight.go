@@ -1,0 +1,222 @@
+// Package flight sells seats on flights: a counted quota per fare class
+// (capacity plus a controlled overbooking limit) and one row per seat. It
+// owns the SQL of flights, fares and seats: search, seat maps, holds, and
+// the selling and releasing that the booking lifecycle asks for.
+package flight
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/guard"
+	"berth.dev/berth/internal/policy"
+)
+
+// Flight is one flight with its fare classes.
+type Flight struct {
+	ID          int64
+	Code        string
+	From, To    string
+	DepartureAt time.Time // in the origin's time zone
+	ArrivalAt   time.Time // in the destination's time zone
+	Fares       []Fare
+}
+
+// Fare is one fare class of a flight and its counters.
+type Fare struct {
+	Class         string
+	Price         int64
+	Currency      string
+	Capacity      int
+	OverbookLimit int
+	Sold, Held    int
+	RefundRule    policy.Rule
+}
+
+// Available is how many more units the class may sell: capacity plus the
+// overbooking limit, less what is sold and held. Held counts can briefly
+// include expired holds not yet swept, so this errs on the low side.
+func (f Fare) Available() int { return max(0, f.Capacity+f.OverbookLimit-f.Sold-f.Held) }
+
+// Service reads and sells flights.
+type Service struct {
+	pool    *pgxpool.Pool
+	clock   clock.Clock
+	holdTTL time.Duration
+
+	seatMaps *guard.Cache[*SeatMap]
+	searches *guard.Cache[[]*Flight]
+}
+
+// Config tunes a Service.
+type Config struct {
+	HoldTTL     time.Duration // how long a hold lasts (BERTH_FLIGHT_HOLD_TTL)
+	SeatMapTTL  time.Duration // how stale a seat map may be (2–5 s)
+	SearchTTL   time.Duration // how stale a search may be
+	MaxCacheKey int
+}
+
+// NewService returns a flight service on pool.
+func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
+	if cfg.MaxCacheKey == 0 {
+		cfg.MaxCacheKey = 10_000
+	}
+	return &Service{
+		pool:     pool,
+		clock:    c,
+		holdTTL:  cfg.HoldTTL,
+		seatMaps: guard.NewCache[*SeatMap](cfg.SeatMapTTL, cfg.MaxCacheKey),
+		searches: guard.NewCache[[]*Flight](cfg.SearchTTL, cfg.MaxCacheKey),
+	}
+}
+
+const flightColumns = `f.id, f.code, f.origin, f.destination, f.departure_at, f.arrival_at, o.tz, d.tz`
+
+func scanFlight(row pgx.Row) (*Flight, error) {
+	var (
+		f        Flight
+		otz, dtz string
+		dep, arr time.Time
+	)
+	if err := row.Scan(&f.ID, &f.Code, &f.From, &f.To, &dep, &arr, &otz, &dtz); err != nil {
+		return nil, err
+	}
+	f.DepartureAt = inZone(dep, otz)
+	f.ArrivalAt = inZone(arr, dtz)
+	return &f, nil
+}
+
+func inZone(t time.Time, tz string) time.Time {
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return t.UTC()
+	}
+	return t.In(loc)
+}
+
+// Get returns flight id with its fares. Returns fault.NotFound.
+func (s *Service) Get(ctx context.Context, id int64) (*Flight, error) {
+	f, err := scanFlight(s.pool.QueryRow(ctx, `SELECT `+flightColumns+` FROM flight f
+		JOIN airport o ON o.code = f.origin JOIN airport d ON d.code = f.destination WHERE f.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fault.New(fault.NotFound, "no flight %d", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get flight %d: %w", id, err)
+	}
+	if err := s.loadFares(ctx, []*Flight{f}); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Search returns the flights from one airport to another that depart on
+// date in the origin's time zone, by departure time. Answers may be up to
+// the search cache's TTL stale.
+func (s *Service) Search(ctx context.Context, from, to string, date time.Time) ([]*Flight, error) {
+	key := from + "|" + to + "|" + date.Format(time.DateOnly)
+	return s.searches.Get(ctx, key, func(ctx context.Context) ([]*Flight, error) {
+		rows, err := s.pool.Query(ctx, `SELECT `+flightColumns+` FROM flight f
+			JOIN airport o ON o.code = f.origin JOIN airport d ON d.code = f.destination
+			WHERE f.origin = $1 AND f.destination = $2 AND f.departure_date = $3
+			ORDER BY f.departure_at, f.id LIMIT 500`, from, to, date)
+		if err != nil {
+			return nil, fmt.Errorf("search flights: %w", err)
+		}
+		flights, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Flight, error) { return scanFlight(r) })
+		if err != nil {
+			return nil, fmt.Errorf("search flights: %w", err)
+		}
+		if err := s.loadFares(ctx, flights); err != nil {
+			return nil, err
+		}
+		return flights, nil
+	})
+}
+
+func (s *Service) loadFares(ctx context.Context, flights []*Flight) error {
+	if len(flights) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(flights))
+	byID := make(map[int64]*Flight, len(flights))
+	for i, f := range flights {
+		ids[i] = f.ID
+		byID[f.ID] = f
+	}
+	rows, err := s.pool.Query(ctx, `SELECT flight_id, fare_class, price, currency, capacity, overbook_limit,
+		sold, held, refund_rule FROM fare_inventory WHERE flight_id = ANY($1) ORDER BY flight_id, price DESC, fare_class`, ids)
+	if err != nil {
+		return fmt.Errorf("load fares: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id   int64
+			fare Fare
+			rule []byte
+		)
+		if err := rows.Scan(&id, &fare.Class, &fare.Price, &fare.Currency, &fare.Capacity, &fare.OverbookLimit,
+			&fare.Sold, &fare.Held, &rule); err != nil {
+			return fmt.Errorf("load fares: %w", err)
+		}
+		if err := json.Unmarshal(rule, &fare.RefundRule); err != nil {
+			return fmt.Errorf("fare %s of flight %d: refund rule: %w", fare.Class, id, err)
+		}
+		byID[id].Fares = append(byID[id].Fares, fare)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load fares: %w", err)
+	}
+	return nil
+}
+
+// SetOverbookLimit changes a fare class's overbooking limit, the controlled
+// parameter of deliberate overbooking. It refuses (fault.InvalidState) a
+// limit below what is already sold and held, and returns fault.NotFound for
+// an unknown flight or class.
+func (s *Service) SetOverbookLimit(ctx context.Context, id int64, class string, limit int) (*Fare, error) {
+	if limit < 0 || limit > 1000 {
+		return nil, fault.Invalid("overbookLimit", "must be between 0 and 1000")
+	}
+	var f Fare
+	var rule []byte
+	err := s.pool.QueryRow(ctx, `UPDATE fare_inventory SET overbook_limit = $3
+		WHERE flight_id = $1 AND fare_class = $2 AND sold + held <= capacity + $3
+		RETURNING fare_class, price, currency, capacity, overbook_limit, sold, held, refund_rule`,
+		id, class, limit).Scan(&f.Class, &f.Price, &f.Currency, &f.Capacity, &f.OverbookLimit, &f.Sold, &f.Held, &rule)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var sold, held, capacity int
+		err := s.pool.QueryRow(ctx, `SELECT sold, held, capacity FROM fare_inventory WHERE flight_id = $1 AND fare_class = $2`,
+			id, class).Scan(&sold, &held, &capacity)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fault.New(fault.NotFound, "flight %d has no fare class %s", id, class)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("set overbooking limit: %w", err)
+		}
+		return nil, fault.New(fault.InvalidState, "%d sold and %d held already exceed capacity %d plus a limit of %d",
+			sold, held, capacity, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("set overbooking limit: %w", err)
+	}
+	if err := json.Unmarshal(rule, &f.RefundRule); err != nil {
+		return nil, err
+	}
+	s.seatMaps.Forget(strconv.FormatInt(id, 10))
+	return &f, nil
+}
+
+// Inventory returns the booking.Inventory of flights.
+func (s *Service) Inventory() booking.Inventory { return inventory{} }

@@ -1,0 +1,263 @@
+package flight_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/pg/pgtest"
+)
+
+// race releases n goroutines at once and collects what each returned.
+func race[T any](n int, f func(i int) T) []T {
+	out := make([]T, n)
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-start
+			out[i] = f(i)
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+	return out
+}
+
+func hold(flightID int64, class string, seats ...string) map[string]any {
+	return map[string]any{"flightId": flightID, "fareClass": class, "seats": seats}
+}
+
+func holdQty(flightID int64, class string, n int) map[string]any {
+	return map[string]any{"flightId": flightID, "fareClass": class, "quantity": n}
+}
+
+type counters struct{ sold, held int }
+
+func fareCounters(t *testing.T, pool *pgxpool.Pool, flightID int64, class string) counters {
+	t.Helper()
+	var c counters
+	if err := pool.QueryRow(context.Background(), `SELECT sold, held FROM fare_inventory WHERE flight_id = $1 AND fare_class = $2`,
+		flightID, class).Scan(&c.sold, &c.held); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func mustAudit(t *testing.T, pool *pgxpool.Pool, now time.Time) {
+	t.Helper()
+	results, err := audit.Run(context.Background(), pool, audit.Options{Now: now, SweepInterval: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if audit.Failed(results) {
+		t.Errorf("audit failed:\n%s", audit.Format(results))
+	}
+}
+
+func countCodes(rs []*apptest.Response) map[string]int {
+	m := map[string]int{}
+	for _, r := range rs {
+		key := fmt.Sprint(r.Status)
+		if r.Status >= 400 {
+			key += " " + r.Code()
+		}
+		m[key]++
+	}
+	return m
+}
+
+// The seed's test, harder: 200 customers release together to hold the same
+// seat through two berth processes sharing one database. Exactly one wins.
+func TestOneSeatTwoHundredBuyersTwoProcesses(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewURL(t)
+	a := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=20")
+	b := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=20")
+	now := time.Now()
+	admin := apptest.Token(t, "admin", 1, now)
+	flightID := apptest.CreateFlight(t, a.URL, admin, now.Add(72*time.Hour),
+		apptest.Fare{Class: "ECONOMY", Price: 1_500_000, Seats: apptest.Seats(10, 14, "ABCDEF")})
+
+	const buyers = 200
+	tokens := make([]string, buyers)
+	for i := range tokens {
+		tokens[i] = apptest.Token(t, "customer", int64(1000+i), now)
+	}
+	rs := race(buyers, func(i int) *apptest.Response {
+		base := a.URL
+		if i%2 == 1 {
+			base = b.URL
+		}
+		return apptest.Do(t, base, apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: tokens[i],
+			Body: hold(flightID, "ECONOMY", "12A")})
+	})
+	got := countCodes(rs)
+	if got["201"] != 1 || got["409 seat_unavailable"] != buyers-1 {
+		t.Fatalf("answers = %v, want exactly one 201 and %d 409 seat_unavailable", got, buyers-1)
+	}
+
+	pool := pgtest.Open(t, dbURL)
+	var winner int64
+	for _, r := range rs {
+		if r.Status == http.StatusCreated {
+			winner = int64(r.Map(t)["bookingId"].(float64))
+		}
+	}
+	var status string
+	var owner int64
+	if err := pool.QueryRow(context.Background(), `SELECT status, booking_id FROM seat WHERE flight_id = $1 AND seat_no = '12A'`,
+		flightID).Scan(&status, &owner); err != nil {
+		t.Fatal(err)
+	}
+	if status != "HELD" || owner != winner {
+		t.Errorf("seat 12A is %s for booking %d, want HELD for the winner %d", status, owner, winner)
+	}
+	var bookings int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM booking WHERE flight_id = $1`, flightID).Scan(&bookings); err != nil {
+		t.Fatal(err)
+	}
+	if bookings != 1 {
+		t.Errorf("%d bookings stored, want 1", bookings)
+	}
+	if c := fareCounters(t, pool, flightID, "ECONOMY"); c != (counters{held: 1}) {
+		t.Errorf("counters = %+v, want held 1", c)
+	}
+	mustAudit(t, pool, time.Now())
+}
+
+// Two group holds that share a seat, sent with their seats in opposite
+// orders, many rounds: never a partial hold, never a deadlock.
+func TestOverlappingGroupHoldsNeverPartialNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "ABC")})
+	pool := s.App.Pool
+	ctx := context.Background()
+	deadlocks := func() int64 {
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := deadlocks()
+	groups := [][]string{{"12B", "12A"}, {"12B", "12C"}, {"12A", "12B"}, {"12C", "12B"}}
+	const rounds = 40
+	for round := range rounds {
+		rs := race(len(groups), func(i int) *apptest.Response {
+			return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(10+i)),
+				Body: hold(flightID, "ECONOMY", groups[i]...)})
+		})
+		winners := 0
+		for i, r := range rs {
+			switch {
+			case r.Status == http.StatusCreated:
+				winners++
+				seats := r.Map(t)["seats"].([]any)
+				want := slices.Clone(groups[i])
+				slices.Sort(want)
+				if len(seats) != 2 || seats[0] != want[0] || seats[1] != want[1] {
+					t.Fatalf("round %d: booking holds %v, want %v", round, seats, want)
+				}
+			case r.Status == http.StatusConflict && r.Code() == "seat_unavailable":
+			default:
+				t.Fatalf("round %d: group %v got %d %s", round, groups[i], r.Status, r.Body)
+			}
+		}
+		if winners != 1 {
+			t.Fatalf("round %d: %d groups won, want exactly 1 (they all share 12B)", round, winners)
+		}
+		// Every held seat belongs to the one winning booking: no partial hold.
+		var heldSeats, owners int
+		if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT booking_id) FROM seat WHERE flight_id = $1 AND status = 'HELD'`,
+			flightID).Scan(&heldSeats, &owners); err != nil {
+			t.Fatal(err)
+		}
+		if heldSeats != 2 || owners != 1 {
+			t.Fatalf("round %d: %d seats held by %d bookings, want 2 by 1", round, heldSeats, owners)
+		}
+		for _, r := range rs {
+			if r.Status == http.StatusCreated {
+				id := int64(r.Map(t)["bookingId"].(float64))
+				cust := int64(r.Map(t)["customerId"].(float64))
+				if c := s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", id),
+					Token: s.Token("customer", cust)}); c.Status != http.StatusOK {
+					t.Fatalf("cancel: %d %s", c.Status, c.Body)
+				}
+			}
+		}
+	}
+	if d := deadlocks() - before; d != 0 {
+		t.Errorf("PostgreSQL detected %d deadlocks; seats must be locked in one order", d)
+	}
+	mustAudit(t, pool, s.Clock.Now())
+}
+
+// A class of capacity 5 with an overbooking limit of 1 sells exactly 6,
+// however many ask at once.
+func TestQuotaWithOverbookingExactUnderContention(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	flightID := s.CreateFlight(t,
+		apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 5, OverbookLimit: 1},
+		apptest.Fare{Class: "BUSINESS", Price: 5000, Seats: apptest.Seats(1, 1, "AB")})
+	rs := race(50, func(i int) *apptest.Response {
+		return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(100+i)),
+			Body: holdQty(flightID, "ECONOMY", 1)})
+	})
+	got := countCodes(rs)
+	if got["201"] != 6 || got["409 sold_out"] != 44 {
+		t.Fatalf("answers = %v, want 6 201 and 44 409 sold_out", got)
+	}
+	if c := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); c != (counters{held: 6}) {
+		t.Errorf("counters = %+v, want held 6", c)
+	}
+	// A group that does not fit whole is refused whole.
+	r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 7),
+		Body: holdQty(flightID, "BUSINESS", 3)})
+	if r.Status != http.StatusConflict || r.Code() != "sold_out" {
+		t.Errorf("3 of 2 business seats: %d %s, want 409 sold_out", r.Status, r.Body)
+	}
+	mustAudit(t, s.App.Pool, s.Clock.Now())
+}
+
+// Two seats held as a group where one is taken: neither is held.
+func TestGroupHoldIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(20, 21, "ABC")})
+	if r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 1),
+		Body: hold(flightID, "ECONOMY", "20C")}); r.Status != http.StatusCreated {
+		t.Fatalf("first hold: %d %s", r.Status, r.Body)
+	}
+	r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 2),
+		Body: hold(flightID, "ECONOMY", "20A", "20B", "20C")})
+	if r.Status != http.StatusConflict || r.Code() != "seat_unavailable" {
+		t.Fatalf("overlapping group: %d %s, want 409 seat_unavailable", r.Status, r.Body)
+	}
+	var held int
+	if err := s.App.Pool.QueryRow(context.Background(), `SELECT count(*) FROM seat WHERE flight_id = $1 AND status <> 'AVAILABLE'`,
+		flightID).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held != 1 {
+		t.Errorf("%d seats taken, want only the first customer's 20C", held)
+	}
+	if c := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); c != (counters{held: 1}) {
+		t.Errorf("counters = %+v, want held 1", c)
+	}
+}

@@ -1,0 +1,79 @@
+package flight
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/booking"
+)
+
+// inventory sells and releases the seats and fare counters of flight
+// bookings, for the booking lifecycle. Lock order is the same everywhere:
+// booking row, then seats in seat order, then the fare counter.
+type inventory struct{}
+
+// Sell turns a confirmed booking's held seats SOLD and moves its units from
+// held to sold. Every seat the booking lists must still be its own and HELD:
+// a seat reclaimed after the hold expired makes the confirmation fail
+// (booking.ErrIncomplete), never a booking with a missing seat.
+func (inventory) Sell(ctx context.Context, tx pgx.Tx, b *booking.Booking) error {
+	if len(b.Seats) > 0 {
+		n, err := moveSeats(ctx, tx, b, "HELD", "SOLD")
+		if err != nil {
+			return err
+		}
+		if n != len(b.Seats) {
+			return fmt.Errorf("%d of %d seats still held: %w", n, len(b.Seats), booking.ErrIncomplete)
+		}
+	}
+	_, err := tx.Exec(ctx, `UPDATE fare_inventory SET held = held - $3, sold = sold + $3
+		WHERE flight_id = $1 AND fare_class = $2`, b.FlightID, b.FareClass, b.Quantity)
+	if err != nil {
+		return fmt.Errorf("move %d units of %s on flight %d to sold: %w", b.Quantity, b.FareClass, b.FlightID, err)
+	}
+	return nil
+}
+
+// Release frees the seats a booking still has and gives its units back to
+// the class quota. The counter goes down by the booking's own units even if
+// some of its seats were reclaimed by a newer hold, which counted them
+// again: counters err on the safe side until then, and are exact after.
+func (inventory) Release(ctx context.Context, tx pgx.Tx, b *booking.Booking, was booking.Status) error {
+	from, counter := "HELD", "held"
+	if was != booking.Held {
+		from, counter = "SOLD", "sold"
+	}
+	if len(b.Seats) > 0 {
+		if _, err := moveSeats(ctx, tx, b, from, "AVAILABLE"); err != nil {
+			return err
+		}
+	}
+	_, err := tx.Exec(ctx, `UPDATE fare_inventory SET `+counter+` = `+counter+` - $3
+		WHERE flight_id = $1 AND fare_class = $2`, b.FlightID, b.FareClass, b.Quantity)
+	if err != nil {
+		return fmt.Errorf("release %d units of %s on flight %d: %w", b.Quantity, b.FareClass, b.FlightID, err)
+	}
+	return nil
+}
+
+// moveSeats moves the seats of booking b from one status to another, locking
+// them in seat order, and returns how many moved.
+func moveSeats(ctx context.Context, tx pgx.Tx, b *booking.Booking, from, to string) (int, error) {
+	set := `status = 'SOLD', held_until = NULL`
+	if to == "AVAILABLE" {
+		set = `status = 'AVAILABLE', booking_id = NULL, held_until = NULL`
+	}
+	tag, err := tx.Exec(ctx, `WITH locked AS (
+			SELECT seat_no FROM seat WHERE flight_id = $1 AND seat_no = ANY($2) AND booking_id = $3
+			ORDER BY seat_no FOR UPDATE)
+		UPDATE seat s SET `+set+`
+		FROM locked l
+		WHERE s.flight_id = $1 AND s.seat_no = l.seat_no AND s.booking_id = $3 AND s.status = $4`,
+		b.FlightID, b.Seats, b.ID, from)
+	if err != nil {
+		return 0, fmt.Errorf("move seats of booking %d from %s to %s: %w", b.ID, from, to, err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,57 @@
+package flight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/fault"
+)
+
+// SeatMap is the status of every seat of a flight at one moment.
+type SeatMap struct {
+	FlightID int64
+	AsOf     time.Time
+	Seats    []Seat
+}
+
+// Seat is one seat's status: AVAILABLE, HELD or SOLD.
+type Seat struct {
+	SeatNo    string `json:"seatNo"`
+	FareClass string `json:"fareClass"`
+	Status    string `json:"status"`
+}
+
+// SeatMap returns flight id's seat map, at most the seat map TTL old: one
+// query per refill however many callers ask. A hold past its expiry shows
+// AVAILABLE. Returns fault.NotFound.
+func (s *Service) SeatMap(ctx context.Context, id int64) (*SeatMap, error) {
+	return s.seatMaps.Get(ctx, strconv.FormatInt(id, 10), func(ctx context.Context) (*SeatMap, error) {
+		now := s.clock.Now()
+		rows, err := s.pool.Query(ctx, `SELECT seat_no, fare_class,
+				CASE WHEN status = 'HELD' AND held_until <= $2 THEN 'AVAILABLE' ELSE status END
+			FROM seat WHERE flight_id = $1 ORDER BY length(seat_no), seat_no`, id, now)
+		if err != nil {
+			return nil, fmt.Errorf("seat map of flight %d: %w", id, err)
+		}
+		seats, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Seat])
+		if err != nil {
+			return nil, fmt.Errorf("seat map of flight %d: %w", id, err)
+		}
+		if len(seats) == 0 {
+			var one int
+			err := s.pool.QueryRow(ctx, `SELECT 1 FROM flight WHERE id = $1`, id).Scan(&one)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil, fault.New(fault.NotFound, "no flight %d", id)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("seat map of flight %d: %w", id, err)
+			}
+		}
+		return &SeatMap{FlightID: id, AsOf: now, Seats: seats}, nil
+	})
+}

@@ -1,0 +1,101 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/flight"
+)
+
+// createBookingRequest is the body of POST /bookings, for any kind: the
+// fields present say which.
+type createBookingRequest struct {
+	FlightID  *int64   `json:"flightId"`
+	FareClass string   `json:"fareClass"`
+	Seats     []string `json:"seats"`
+	Quantity  *int     `json:"quantity"`
+}
+
+func (s *Server) createBooking(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+	var req createBookingRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.FlightID == nil {
+		return fault.Invalid("flightId", "is required")
+	}
+	hr := flight.HoldRequest{CustomerID: c.ID, FlightID: *req.FlightID, FareClass: req.FareClass, Seats: req.Seats}
+	if req.Quantity != nil {
+		hr.Quantity = *req.Quantity
+		if hr.Quantity == 0 {
+			return fault.Invalid("quantity", "must be between 1 and %d", flight.MaxSeats)
+		}
+	}
+	b, err := s.Flights.Hold(r.Context(), hr)
+	s.metrics.hold(string(booking.KindFlight), err)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", fmt.Sprintf("/bookings/%d", b.ID))
+	writeJSON(w, http.StatusCreated, b.View())
+	return nil
+}
+
+func (s *Server) getBooking(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+	id, err := pathID(r, "booking")
+	if err != nil {
+		return err
+	}
+	b, err := booking.Get(r.Context(), s.Pool, c, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, b.View())
+	return nil
+}
+
+func (s *Server) listBookings(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+	q := r.URL.Query()
+	limit := 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return fault.Invalid("limit", "must be between 1 and 100")
+		}
+		limit = n
+	}
+	var before int64
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return fault.Invalid("before", "must be a booking id")
+		}
+		before = n
+	}
+	list, err := booking.List(r.Context(), s.Pool, c, limit, before)
+	if err != nil {
+		return err
+	}
+	out := make([]booking.View, 0, len(list))
+	for _, b := range list {
+		out = append(out, b.View())
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"bookings": out})
+	return nil
+}
+
+func (s *Server) cancelBooking(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+	id, err := pathID(r, "booking")
+	if err != nil {
+		return err
+	}
+	b, err := s.Lifecycle.Cancel(r.Context(), s.Pool, c, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, b.View())
+	return nil
+}

@@ -1,0 +1,108 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"berth.dev/berth/internal/fault"
+)
+
+// statusOf is the one table from error codes to HTTP statuses.
+var statusOf = map[fault.Code]int{
+	fault.InvalidRequest:       http.StatusBadRequest,
+	fault.BodyTooLarge:         http.StatusRequestEntityTooLarge,
+	fault.ValidationFailed:     http.StatusUnprocessableEntity,
+	fault.Unauthenticated:      http.StatusUnauthorized,
+	fault.Forbidden:            http.StatusForbidden,
+	fault.NotFound:             http.StatusNotFound,
+	fault.SeatUnavailable:      http.StatusConflict,
+	fault.SoldOut:              http.StatusConflict,
+	fault.CarUnavailable:       http.StatusConflict,
+	fault.InvalidState:         http.StatusConflict,
+	fault.HoldExpired:          http.StatusConflict,
+	fault.IdempotencyKeyInUse:  http.StatusConflict,
+	fault.IdempotencyKeyReused: http.StatusUnprocessableEntity,
+	fault.RateLimited:          http.StatusTooManyRequests,
+	fault.WaitingRoom:          http.StatusTooManyRequests,
+	fault.Overloaded:           http.StatusServiceUnavailable,
+	codeMethodNotAllowed:       http.StatusMethodNotAllowed,
+}
+
+// codeMethodNotAllowed answers a known path with a method it does not serve.
+const codeMethodNotAllowed fault.Code = "method_not_allowed"
+
+const problemBase = "https://berth.dev/problems/"
+
+// Problem is an RFC 9457 problem document.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Code   string `json:"code"`
+	Field  string `json:"field,omitempty"`
+}
+
+// writeError answers err as a problem document. Errors without a code are
+// internal: logged with their cause, shown to the user as "internal error".
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+			// The client went away; nobody reads the answer.
+			s.log.Debug("request cancelled", "method", r.Method, "path", r.URL.Path)
+			w.WriteHeader(499)
+			return
+		}
+		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeProblem(w, http.StatusInternalServerError, map[string]any{
+			"type": problemBase + "internal", "title": "Internal Server Error", "status": 500,
+			"detail": "internal error", "code": "internal",
+		})
+		return
+	}
+	status, ok := statusOf[fe.Code]
+	if !ok {
+		s.log.Error("error code without a status", "code", fe.Code, "err", err)
+		status = http.StatusInternalServerError
+	}
+	if fe.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((fe.RetryAfter+999_999_999)/1_000_000_000)))
+	}
+	doc := map[string]any{
+		"type":   problemBase + string(fe.Code),
+		"title":  http.StatusText(status),
+		"status": status,
+		"detail": fe.Detail,
+		"code":   string(fe.Code),
+	}
+	if fe.Field != "" {
+		doc["field"] = fe.Field
+	}
+	for k, v := range fe.Extra {
+		doc[k] = v
+	}
+	if status >= 500 {
+		s.log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "code", fe.Code, "err", err)
+	}
+	writeProblem(w, status, doc)
+}
+
+func writeProblem(w http.ResponseWriter, status int, doc map[string]any) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(doc)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		slog.Debug("write response", "err", err)
+	}
+}

@@ -1,0 +1,216 @@
+// Package httpapi serves berth's public HTTP API (API.md): routing,
+// authentication, strict decoding, problem+json errors and metrics. Handlers
+// are thin: they decode, call a domain package and encode.
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/flight"
+)
+
+// Deps is what the API serves from.
+type Deps struct {
+	Log        *slog.Logger
+	Clock      clock.Clock
+	Pool       *pgxpool.Pool
+	Flights    *flight.Service
+	Lifecycle  *booking.Lifecycle
+	AuthSecret []byte
+	// Ready lists the dependencies /readyz checks besides the database.
+	Ready    map[string]func(context.Context) error
+	Registry *prometheus.Registry
+}
+
+// Server is the HTTP API.
+type Server struct {
+	Deps
+	log     *slog.Logger
+	mux     *http.ServeMux
+	metrics *metrics
+}
+
+// New returns the API's handler.
+func New(d Deps) *Server {
+	s := &Server{Deps: d, log: d.Log, mux: http.NewServeMux(), metrics: newMetrics(d.Registry)}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	s.handle("GET /healthz", public, s.healthz)
+	s.handle("GET /readyz", public, s.readyz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
+
+	s.handle("GET /flights", public, s.searchFlights)
+	s.handle("GET /flights/{id}", public, s.getFlight)
+	s.handle("GET /flights/{id}/seats", public, s.seatMap)
+	s.handle("POST /admin/flights", roles(auth.Admin), s.createFlight)
+	s.handle("PATCH /admin/flights/{id}/fares/{fareClass}", roles(auth.Admin), s.patchFare)
+
+	s.handle("POST /bookings", roles(auth.Customer), s.createBooking)
+	s.handle("GET /bookings", anyRole, s.listBookings)
+	s.handle("GET /bookings/{id}", anyRole, s.getBooking)
+	s.handle("DELETE /bookings/{id}", anyRole, s.cancelBooking)
+	s.handle("POST /bookings/{id}/cancel", anyRole, s.cancelBooking)
+}
+
+// access says who may call a route: nobody needs a token (nil), any valid
+// token, or a token with one of the roles.
+type access []string
+
+var (
+	public  access = nil
+	anyRole        = access{auth.Customer, auth.Host, auth.Admin}
+)
+
+func roles(r ...string) access { return r }
+
+// handlerFunc is a handler that returns its error for the server to answer.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, c booking.Caller) error
+
+func (s *Server) handle(pattern string, who access, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		var c booking.Caller
+		if who != nil {
+			var err error
+			if c, err = s.authenticate(r, who); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
+		if err := h(w, r, c); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+func (s *Server) authenticate(r *http.Request, who access) (booking.Caller, error) {
+	h := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || token == "" {
+		return booking.Caller{}, fault.New(fault.Unauthenticated, "an Authorization: Bearer token is required")
+	}
+	c, err := auth.Verify(s.AuthSecret, token, s.Clock.Now())
+	if err != nil {
+		return booking.Caller{}, &fault.Error{Code: fault.Unauthenticated, Detail: "the bearer token is invalid or expired", Err: err}
+	}
+	for _, role := range who {
+		if c.Role == role {
+			return c, nil
+		}
+	}
+	return booking.Caller{}, fault.New(fault.Forbidden, "this needs the role %s", strings.Join(who, " or "))
+}
+
+// ServeHTTP routes r, records its metrics, and turns panics and the mux's own
+// 404 and 405 answers into problem documents.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	h, pattern := s.mux.Handler(r)
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if !rec.wrote {
+				s.writeError(rec, r, fmt.Errorf("panic: %v", p))
+			}
+		}
+		route := pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		s.metrics.observe(route, rec.status, time.Since(start))
+	}()
+	if pattern == "" {
+		s.unmatched(rec, r, h)
+		return
+	}
+	s.mux.ServeHTTP(rec, r)
+}
+
+// unmatched answers a request no route took: 405 with Allow when the path
+// exists with other methods, 404 otherwise.
+func (s *Server) unmatched(w http.ResponseWriter, r *http.Request, mux http.Handler) {
+	probe := &recorder{ResponseWriter: discard{h: http.Header{}}, status: http.StatusOK}
+	mux.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", probe.Header().Get("Allow"))
+		s.writeError(w, r, fault.New(codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+		return
+	}
+	s.writeError(w, r, fault.New(fault.NotFound, "no such resource: %s", r.URL.Path))
+}
+
+type recorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+type discard struct{ h http.Header }
+
+func (d discard) Header() http.Header       { return d.h }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ booking.Caller) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]func(context.Context) error{"database": s.Pool.Ping}
+	for name, check := range s.Ready {
+		checks[name] = check
+	}
+	out := map[string]string{}
+	status := http.StatusOK
+	for name, check := range checks {
+		if err := check(ctx); err != nil {
+			out[name] = "unavailable"
+			status = http.StatusServiceUnavailable
+			s.log.Warn("not ready", "dependency", name, "err", err)
+			continue
+		}
+		out[name] = "ok"
+	}
+	if status != http.StatusOK {
+		w.Header().Set("Retry-After", "5")
+	}
+	writeJSON(w, status, out)
+	return nil
+}
