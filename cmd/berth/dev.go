@@ -2,9 +2,116 @@ package main
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"io"
+	"net"
+	"path/filepath"
+	"time"
+
+	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/devenv"
+	"berth.dev/berth/internal/seed"
 )
 
+// dev runs a whole local stack with one command: a private PostgreSQL
+// (unless BERTH_DATABASE_URL is set), migrations, a small demo schedule,
+// and serve, printing the URL and ready-to-use tokens.
 func dev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return nil
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	dir := fs.String("dir", ".berth", "project-local folder for the private database and secrets")
+	pgPort := fs.Int("pg-port", 54329, "port of the private PostgreSQL (loopback only)")
+	addr := fs.String("http-addr", "127.0.0.1:8080", "listen address")
+	days := fs.Int("days", 3, "days of demo schedule")
+	flights := fs.Int("flights", 300, "demo flights per day")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	secrets, err := devenv.LoadSecrets(filepath.Join(*dir, "secrets.json"))
+	if err != nil {
+		return fmt.Errorf("dev secrets: %w", err)
+	}
+	env := map[string]string{
+		"BERTH_HTTP_ADDR":      *addr,
+		"BERTH_AUTH_SECRET":    secrets.Auth,
+		"BERTH_WEBHOOK_SECRET": secrets.Webhook,
+	}
+	if getenv("BERTH_DATABASE_URL") == "" {
+		p, err := devenv.StartPostgres(ctx, filepath.Join(*dir, "pg"), *pgPort, stderr)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := p.Stop(); err != nil {
+				fmt.Fprintf(stderr, "dev: stop PostgreSQL: %v\n", err)
+			}
+		}()
+		if err := p.EnsureDatabase(ctx, "berth"); err != nil {
+			return fmt.Errorf("dev: create database: %w", err)
+		}
+		env["BERTH_DATABASE_URL"] = p.URL("berth")
+	}
+	cfg, err := config.Load(nil, func(k string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return env[k]
+	})
+	if err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
+	cfg.Migrate = true
+	log := newLogger(stderr, cfg.LogLevel)
+	a, err := app.New(ctx, cfg, app.Options{Log: log})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+
+	now := clock.System{}.Now()
+	sf := seed.Defaults(now)
+	sf.Days, sf.PerDay, sf.Progress = *days, *flights, stderr
+	if _, _, err := seed.LoadFlights(ctx, a.Pool, sf); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	printWelcome(stdout, "http://"+ln.Addr().String(), []byte(cfg.AuthSecret), now, a)
+	return a.Run(ctx, ln)
+}
+
+func printWelcome(w io.Writer, url string, secret []byte, now time.Time, a *app.App) {
+	tok := func(role string, sub int64) string {
+		t, err := auth.Issue(secret, sub, role, now, 30*24*time.Hour)
+		if err != nil {
+			return "(" + err.Error() + ")"
+		}
+		return t
+	}
+	var from, to string
+	var date time.Time
+	var id int64
+	_ = a.Pool.QueryRow(context.Background(), `SELECT origin, destination, departure_date, id FROM flight
+		WHERE departure_at > $1 ORDER BY departure_at LIMIT 1`, now).Scan(&from, &to, &date, &id)
+	fmt.Fprintf(w, `
+berth is running at %[1]s
+
+Tokens (valid 30 days):
+  customer (sub 1001): %[2]s
+  host     (sub 2001): %[3]s
+  admin    (sub 1):    %[4]s
+
+Try:
+  curl '%[1]s/flights?from=%[5]s&to=%[6]s&date=%[7]s'
+  curl %[1]s/flights/%[8]d/seats
+  curl -X POST %[1]s/bookings -H 'Authorization: Bearer %[2]s' \
+       -d '{"flightId": %[8]d, "fareClass": "ECONOMY", "seats": ["12A", "12B"]}'
+
+Stop with Ctrl-C. Data stays in .berth/ (delete it to start afresh).
+`, url, tok(auth.Customer, 1001), tok(auth.Host, 2001), tok(auth.Admin, 1), from, to, date.Format(time.DateOnly), id)
 }

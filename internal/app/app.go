@@ -39,15 +39,18 @@ type Options struct {
 
 // App is a wired berth service.
 type App struct {
-	Config   config.Config
-	Clock    clock.Clock
-	Log      *slog.Logger
-	Pool     *pgxpool.Pool
-	Flights  *flight.Service
-	Life     *booking.Lifecycle
-	Sweeper  *booking.Sweeper
-	API      *httpapi.Server
-	Registry *prometheus.Registry
+	Config  config.Config
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Pool    *pgxpool.Pool
+	Flights *flight.Service
+	Life    *booking.Lifecycle
+	Sweeper *booking.Sweeper
+	// RunSweeper runs the sweeper in Run (the default); tests that sweep by
+	// calling Sweeper.Pass themselves turn it off.
+	RunSweeper bool
+	API        *httpapi.Server
+	Registry   *prometheus.Registry
 }
 
 // New connects to the database (migrating it first when cfg.Migrate is set)
@@ -78,7 +81,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		}
 		o.Log.Info("migrated", "applied", applied)
 	}
-	a := &App{Config: cfg, Clock: o.Clock, Log: o.Log, Pool: pool, Registry: o.Registry}
+	a := &App{Config: cfg, Clock: o.Clock, Log: o.Log, Pool: pool, Registry: o.Registry, RunSweeper: true}
 	a.Flights = flight.NewService(pool, o.Clock, flight.Config{
 		HoldTTL: cfg.FlightHoldTTL, SeatMapTTL: o.SeatMapTTL, SearchTTL: 3 * time.Second,
 	})
@@ -111,7 +114,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	}
 	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { a.Sweeper.Run(workers) })
+	if a.RunSweeper {
+		wg.Go(func() { a.Sweeper.Run(workers) })
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

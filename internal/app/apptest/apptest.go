@@ -86,9 +86,7 @@ func Start(t testing.TB, o Options) *Server {
 		cancel()
 		t.Fatalf("apptest: listen: %v", err)
 	}
-	if !o.Sweep {
-		a.Sweeper.Interval = 24 * time.Hour
-	}
+	a.RunSweeper = o.Sweep
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx, ln) }()
 	t.Cleanup(func() {

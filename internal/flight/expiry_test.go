@@ -1,0 +1,181 @@
+package flight_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/app/apptest"
+)
+
+// An expired hold's seat shows AVAILABLE and can be held again before the
+// sweeper runs; after the sweep the counters equal the live bookings.
+func TestExpiredHoldReclaimedBeforeSweep(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "ABC")})
+	ctx := context.Background()
+
+	first := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 1),
+		Body: hold(flightID, "ECONOMY", "12A", "12B")})
+	if first.Status != http.StatusCreated {
+		t.Fatalf("first hold: %d %s", first.Status, first.Body)
+	}
+	firstID := int64(first.Map(t)["bookingId"].(float64))
+	expires, err := time.Parse(time.RFC3339Nano, first.Map(t)["holdExpiresAt"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := apptest.Epoch.Add(10 * time.Minute); !expires.Equal(want) {
+		t.Errorf("holdExpiresAt = %s, want %s (BERTH_FLIGHT_HOLD_TTL 10m on the server's clock)", expires, want)
+	}
+
+	seatStatus := func(seat string) string {
+		r := s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/flights/%d/seats", flightID)})
+		var m struct {
+			Seats []struct{ SeatNo, Status string }
+		}
+		r.JSON(t, &m)
+		for _, st := range m.Seats {
+			if st.SeatNo == seat {
+				return st.Status
+			}
+		}
+		t.Fatalf("seat %s not in the seat map", seat)
+		return ""
+	}
+	if got := seatStatus("12A"); got != "HELD" {
+		t.Errorf("before expiry 12A is %s, want HELD", got)
+	}
+	// One microsecond before expiry the seat is still taken.
+	s.Clock.Set(expires.Add(-time.Microsecond))
+	if r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 2),
+		Body: hold(flightID, "ECONOMY", "12A")}); r.Status != http.StatusConflict {
+		t.Fatalf("hold before expiry: %d %s, want 409", r.Status, r.Body)
+	}
+	s.Clock.Set(expires)
+	if got := seatStatus("12A"); got != "AVAILABLE" {
+		t.Errorf("at expiry 12A is %s, want AVAILABLE", got)
+	}
+	second := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 2),
+		Body: hold(flightID, "ECONOMY", "12A")})
+	if second.Status != http.StatusCreated {
+		t.Fatalf("reclaim before sweep: %d %s, want 201", second.Status, second.Body)
+	}
+	// Until the sweep the old booking still counts: the counters err on the
+	// safe side (both bookings' units are held).
+	if c := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); c != (counters{held: 3}) {
+		t.Errorf("before sweep counters = %+v, want held 3", c)
+	}
+	mustAudit(t, s.App.Pool, s.Clock.Now())
+
+	n, err := s.App.Sweeper.Pass(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("sweep: expired %d, err %v; want 1", n, err)
+	}
+	if c := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); c != (counters{held: 1}) {
+		t.Errorf("after sweep counters = %+v, want held 1 (the new booking's)", c)
+	}
+	var firstStatus, seatB string
+	var ownerA int64
+	if err := s.App.Pool.QueryRow(ctx, `SELECT
+			(SELECT status FROM booking WHERE id = $1),
+			(SELECT status FROM seat WHERE flight_id = $2 AND seat_no = '12B'),
+			(SELECT booking_id FROM seat WHERE flight_id = $2 AND seat_no = '12A')`, firstID, flightID).
+		Scan(&firstStatus, &seatB, &ownerA); err != nil {
+		t.Fatal(err)
+	}
+	if firstStatus != "EXPIRED" || seatB != "AVAILABLE" || ownerA != int64(second.Map(t)["bookingId"].(float64)) {
+		t.Errorf("after sweep: first booking %s, 12B %s, 12A owned by %d; want EXPIRED, AVAILABLE, the new booking",
+			firstStatus, seatB, ownerA)
+	}
+	// The expired booking says so to its owner, and cannot be cancelled.
+	r := s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", firstID), Token: s.Token("customer", 1)})
+	if r.Status != http.StatusConflict || r.Code() != "invalid_state" {
+		t.Errorf("cancel an expired booking: %d %s, want 409 invalid_state", r.Status, r.Body)
+	}
+	mustAudit(t, s.App.Pool, s.Clock.Now())
+}
+
+// Two sweepers running at once expire every booking exactly once.
+func TestTwoSweepersExpireEachHoldOnce(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	const holds = 60
+	flightID := s.CreateFlight(t,
+		apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 19, "ABCDEF")},
+		apptest.Fare{Class: "PREMIUM", Price: 2000, Capacity: 100})
+	for i := range holds {
+		body := hold(flightID, "ECONOMY", fmt.Sprintf("%d%c", 10+i/6, 'A'+i%6))
+		if i%2 == 1 {
+			body = holdQty(flightID, "PREMIUM", 2)
+		}
+		if r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(i+1)),
+			Body: body}); r.Status != http.StatusCreated {
+			t.Fatalf("hold %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	s.Clock.Advance(11 * time.Minute)
+	other := apptest.Start(t, apptest.Options{DatabaseURL: s.App.Config.DatabaseURL})
+	other.Clock.Set(s.Clock.Now())
+
+	var wg sync.WaitGroup
+	counts := make([]int, 2)
+	errs := make([]error, 2)
+	for i, sw := range []*apptest.Server{s, other} {
+		wg.Go(func() { counts[i], errs[i] = sw.App.Sweeper.Pass(context.Background()) })
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("sweep errors: %v, %v", errs[0], errs[1])
+	}
+	if counts[0]+counts[1] != holds {
+		t.Errorf("sweepers expired %d + %d, want %d in all", counts[0], counts[1], holds)
+	}
+	var expired, events, dupEvents int
+	if err := s.App.Pool.QueryRow(context.Background(), `SELECT
+			(SELECT count(*) FROM booking WHERE status = 'EXPIRED'),
+			(SELECT count(*) FROM outbox WHERE type = 'booking.expired'),
+			(SELECT count(*) FROM (SELECT booking_id FROM outbox WHERE type = 'booking.expired'
+				GROUP BY booking_id HAVING count(*) > 1) d)`).Scan(&expired, &events, &dupEvents); err != nil {
+		t.Fatal(err)
+	}
+	if expired != holds || events != holds || dupEvents != 0 {
+		t.Errorf("%d expired, %d events, %d bookings with several; want %d, %d, 0", expired, events, dupEvents, holds, holds)
+	}
+	for _, class := range []string{"ECONOMY", "PREMIUM"} {
+		if c := fareCounters(t, s.App.Pool, flightID, class); c != (counters{}) {
+			t.Errorf("%s counters after sweep = %+v, want zero", class, c)
+		}
+	}
+	mustAudit(t, s.App.Pool, s.Clock.Now())
+}
+
+// Cancelling a HELD booking releases its seats at once.
+func TestCancelHeldReleasesAtOnce(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(5, 5, "AB")})
+	r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 1),
+		Body: hold(flightID, "ECONOMY", "5A", "5B")})
+	id := int64(r.Map(t)["bookingId"].(float64))
+	c := s.Do(apptest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/bookings/%d/cancel", id), Token: s.Token("customer", 1)})
+	if c.Status != http.StatusOK || c.Map(t)["status"] != "CANCELLED" || c.Map(t)["cancelReason"] != "customer" {
+		t.Fatalf("cancel: %d %s", c.Status, c.Body)
+	}
+	if _, ok := c.Map(t)["holdExpiresAt"]; ok {
+		t.Errorf("a cancelled booking shows holdExpiresAt: %s", c.Body)
+	}
+	again := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 2),
+		Body: hold(flightID, "ECONOMY", "5B", "5A")})
+	if again.Status != http.StatusCreated {
+		t.Fatalf("hold after cancel: %d %s", again.Status, again.Body)
+	}
+	if cc := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); cc != (counters{held: 2}) {
+		t.Errorf("counters = %+v, want held 2", cc)
+	}
+	mustAudit(t, s.App.Pool, s.Clock.Now())
+}
