@@ -32,6 +32,11 @@ type Config struct {
 	DBMaxConns      int
 	Migrate         bool
 	LogLevel        string
+	// Protect turns on the surge layers in front of the database (waiting
+	// room, seat gate, sold-out hint, hold coalescing, load shedding).
+	// Off, berth runs the bare design: one transaction per request.
+	// The rules hold either way; `berth bench` compares the two.
+	Protect bool
 }
 
 // Rate is a count per window, written "3/15m".
@@ -76,6 +81,7 @@ func Defaults() Config {
 		HoldLimit:     Rate{N: 3, Window: 15 * time.Minute},
 		DBMaxConns:    20,
 		LogLevel:      "info",
+		Protect:       true,
 	}
 }
 
@@ -132,6 +138,13 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 			return fmt.Errorf("BERTH_HOLD_LIMIT: %w", err)
 		}
 	}
+	if v := getenv("BERTH_PROTECT"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("BERTH_PROTECT: %q is not on/off (true/false)", v)
+		}
+		c.Protect = b
+	}
 	if v := getenv("BERTH_DB_MAX_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -160,6 +173,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.Var(&c.HoldLimit, "hold-limit", "holds per customer per window (BERTH_HOLD_LIMIT)")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "database pool size (BERTH_DB_MAX_CONNS)")
 	fs.BoolVar(&c.Migrate, "migrate", c.Migrate, "apply migrations before serving")
+	fs.BoolVar(&c.Protect, "protect", c.Protect, "surge layers in front of the database (BERTH_PROTECT)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (BERTH_LOG_LEVEL)")
 }
 
