@@ -139,11 +139,14 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 		}
 	}
 	if v := getenv("BERTH_PROTECT"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("BERTH_PROTECT: %q is not on/off (true/false)", v)
+		switch strings.ToLower(v) {
+		case "on", "true", "1":
+			c.Protect = true
+		case "off", "false", "0":
+			c.Protect = false
+		default:
+			return fmt.Errorf("BERTH_PROTECT: %q is not on or off", v)
 		}
-		c.Protect = b
 	}
 	if v := getenv("BERTH_DB_MAX_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
