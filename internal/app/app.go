@@ -84,6 +84,8 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	a := &App{Config: cfg, Clock: o.Clock, Log: o.Log, Pool: pool, Registry: o.Registry, RunSweeper: true}
 	a.Flights = flight.NewService(pool, o.Clock, flight.Config{
 		HoldTTL: cfg.FlightHoldTTL, SeatMapTTL: o.SeatMapTTL, SearchTTL: 3 * time.Second,
+		Buckets: cfg.FareBuckets, Coalesce: cfg.Protect, MaxBatch: cfg.HoldBatch,
+		Log: o.Log, Registry: o.Registry,
 	})
 	a.Life = booking.NewLifecycle(o.Clock, map[booking.Kind]booking.Inventory{
 		booking.KindFlight: a.Flights.Inventory(),

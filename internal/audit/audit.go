@@ -60,18 +60,26 @@ var checks = []check{
 	// The counters equal the bookings' units by status at every commit, not
 	// only at rest: a hold that reclaimed an expired seat counts again, but
 	// so does the expired booking until it is swept.
-	{id: "I2", name: "fare quota: sold + held <= capacity + overbook limit, counters equal the bookings' units", args: none, query: `
+	{id: "I2", name: "fare quota: sold + held <= capacity + overbook limit, bucket shares add up to it, counters equal the bookings' units", args: none, query: `
 		WITH live AS (
-			SELECT flight_id, fare_class,
-				sum(quantity) FILTER (WHERE status = 'HELD') AS held,
-				sum(quantity) FILTER (WHERE status = 'CONFIRMED') AS sold
+			SELECT flight_id, fare_class, fare_bucket AS bucket,
+				coalesce(sum(quantity) FILTER (WHERE status = 'HELD'), 0) AS held,
+				coalesce(sum(quantity) FILTER (WHERE status = 'CONFIRMED'), 0) AS sold
 			FROM booking WHERE kind = 'flight' AND status IN ('HELD', 'CONFIRMED')
-			GROUP BY flight_id, fare_class)
-		SELECT format('flight %s %s: sold %s held %s capacity %s overbook %s, live bookings sold %s held %s',
-			f.flight_id, f.fare_class, f.sold, f.held, f.capacity, f.overbook_limit, coalesce(l.sold, 0), coalesce(l.held, 0))
-		FROM fare_inventory f LEFT JOIN live l USING (flight_id, fare_class)
-		WHERE f.sold + f.held > f.capacity + f.overbook_limit
-		   OR f.sold <> coalesce(l.sold, 0) OR f.held <> coalesce(l.held, 0)`},
+			GROUP BY 1, 2, 3),
+		class AS (
+			SELECT flight_id, fare_class, sum(quota) AS quota, sum(sold) AS sold, sum(held) AS held
+			FROM fare_bucket GROUP BY 1, 2)
+		SELECT format('flight %s %s: sold %s + held %s, quota shares %s, capacity %s + overbook %s',
+			f.flight_id, f.fare_class, c.sold, c.held, c.quota, f.capacity, f.overbook_limit)
+		FROM fare_inventory f LEFT JOIN class c USING (flight_id, fare_class)
+		WHERE c.quota IS DISTINCT FROM f.capacity + f.overbook_limit OR c.sold + c.held > f.capacity + f.overbook_limit
+		UNION ALL
+		SELECT format('flight %s %s bucket %s: sold %s held %s, live bookings sold %s held %s',
+			flight_id, fare_class, bucket, coalesce(b.sold, 0), coalesce(b.held, 0), coalesce(l.sold, 0), coalesce(l.held, 0))
+		FROM fare_bucket b FULL JOIN live l USING (flight_id, fare_class, bucket)
+		WHERE coalesce(b.sold, 0) <> coalesce(l.sold, 0) OR coalesce(b.held, 0) <> coalesce(l.held, 0)
+			OR b.quota IS NULL OR b.sold + b.held > b.quota`},
 	{id: "I7", name: "no HELD booking stays past its expiry plus one sweep interval", args: nowAndInterval, query: `
 		SELECT format('booking %s held until %s', id, hold_expires_at)
 		FROM booking WHERE status = 'HELD' AND hold_expires_at + $2::interval < $1`},

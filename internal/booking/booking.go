@@ -65,10 +65,11 @@ type Booking struct {
 	StartsAt   time.Time
 	RefundRule policy.Rule
 
-	FlightID  int64
-	FareClass string
-	Seats     []string // sorted; empty for a quantity hold
-	Quantity  int
+	FlightID   int64
+	FareClass  string
+	FareBucket int16    // the fare counter row its units were taken from
+	Seats      []string // sorted; empty for a quantity hold
+	Quantity   int
 
 	CancelReason string
 	RefundAmount *int64
@@ -81,7 +82,7 @@ type Booking struct {
 // return a booking use "RETURNING " + Columns.
 const Columns = `id, kind, status, customer_id, host_id, amount, currency, hold_expires_at, starts_at,
 	refund_rule, flight_id, fare_class, seats, quantity, cancel_reason, refund_amount, version,
-	created_at, updated_at`
+	created_at, updated_at, fare_bucket`
 
 // Scan reads one row of Columns.
 func Scan(row pgx.Row) (*Booking, error) {
@@ -92,11 +93,12 @@ func Scan(row pgx.Row) (*Booking, error) {
 		fareClass    *string
 		quantity     *int
 		cancelReason *string
+		fareBucket   *int16
 		rule         []byte
 	)
 	err := row.Scan(&b.ID, &b.Kind, &b.Status, &b.CustomerID, &hostID, &b.Amount, &b.Currency,
 		&b.HoldExpiresAt, &b.StartsAt, &rule, &flightID, &fareClass, &b.Seats, &quantity,
-		&cancelReason, &b.RefundAmount, &b.Version, &b.CreatedAt, &b.UpdatedAt)
+		&cancelReason, &b.RefundAmount, &b.Version, &b.CreatedAt, &b.UpdatedAt, &fareBucket)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +110,7 @@ func Scan(row pgx.Row) (*Booking, error) {
 	b.FareClass = deref(fareClass)
 	b.Quantity = deref(quantity)
 	b.CancelReason = deref(cancelReason)
+	b.FareBucket = deref(fareBucket)
 	return &b, nil
 }
 

@@ -37,6 +37,12 @@ type Config struct {
 	// Off, berth runs the bare design: one transaction per request.
 	// The rules hold either way; `berth bench` compares the two.
 	Protect bool
+	// FareBuckets is how many counter rows a new fare class's quota is
+	// split over, unless the admin says otherwise.
+	FareBuckets int
+	// HoldBatch is the most holds of one flight coalesced into one
+	// transaction (with Protect).
+	HoldBatch int
 }
 
 // Rate is a count per window, written "3/15m".
@@ -82,6 +88,8 @@ func Defaults() Config {
 		DBMaxConns:    20,
 		LogLevel:      "info",
 		Protect:       true,
+		FareBuckets:   1,
+		HoldBatch:     64,
 	}
 }
 
@@ -148,12 +156,19 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 			return fmt.Errorf("BERTH_PROTECT: %q is not on or off", v)
 		}
 	}
-	if v := getenv("BERTH_DB_MAX_CONNS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("BERTH_DB_MAX_CONNS: %q is not a number", v)
+	ints := map[string]*int{
+		"BERTH_DB_MAX_CONNS": &c.DBMaxConns,
+		"BERTH_FARE_BUCKETS": &c.FareBuckets,
+		"BERTH_HOLD_BATCH":   &c.HoldBatch,
+	}
+	for name, dst := range ints {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a number", name, v)
+			}
+			*dst = n
 		}
-		c.DBMaxConns = n
 	}
 	return nil
 }
@@ -175,6 +190,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", c.SweepInterval, "hold-expiry sweeper period (BERTH_SWEEP_INTERVAL)")
 	fs.Var(&c.HoldLimit, "hold-limit", "holds per customer per window (BERTH_HOLD_LIMIT)")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "database pool size (BERTH_DB_MAX_CONNS)")
+	fs.IntVar(&c.FareBuckets, "fare-buckets", c.FareBuckets, "counter rows per new fare class (BERTH_FARE_BUCKETS)")
+	fs.IntVar(&c.HoldBatch, "hold-batch", c.HoldBatch, "most holds coalesced into one transaction (BERTH_HOLD_BATCH)")
 	fs.BoolVar(&c.Migrate, "migrate", c.Migrate, "apply migrations before serving")
 	fs.BoolVar(&c.Protect, "protect", c.Protect, "surge layers in front of the database (BERTH_PROTECT)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (BERTH_LOG_LEVEL)")
@@ -216,6 +233,12 @@ func (c *Config) Validate() error {
 	}
 	if c.DBMaxConns < 2 || c.DBMaxConns > 1000 {
 		bad("BERTH_DB_MAX_CONNS", "%d must be between 2 and 1000", c.DBMaxConns)
+	}
+	if c.FareBuckets < 1 || c.FareBuckets > 64 {
+		bad("BERTH_FARE_BUCKETS", "%d must be between 1 and 64", c.FareBuckets)
+	}
+	if c.HoldBatch < 1 || c.HoldBatch > 1000 {
+		bad("BERTH_HOLD_BATCH", "%d must be between 1 and 1000", c.HoldBatch)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -30,8 +30,11 @@ func benchFlight(b *testing.B, pool *pgxpool.Pool, rows int, letters string, quo
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO fare_inventory (flight_id, fare_class, price, currency, capacity, refund_rule)
-		VALUES ($1, 'ECONOMY', 1500000, 'VND', $2, $3)`, id, quota, rule); err != nil {
+	if _, err := pool.Exec(ctx, `WITH fare AS (
+			INSERT INTO fare_inventory (flight_id, fare_class, price, currency, capacity, refund_rule)
+			VALUES ($1, 'ECONOMY', 1500000, 'VND', $2, $3) RETURNING flight_id, fare_class, capacity)
+		INSERT INTO fare_bucket (flight_id, fare_class, bucket, quota) SELECT flight_id, fare_class, 0, capacity FROM fare`,
+		id, quota, rule); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO seat (flight_id, seat_no, fare_class)
@@ -45,14 +48,25 @@ func benchFlight(b *testing.B, pool *pgxpool.Pool, rows int, letters string, quo
 const letters = "ABCDEFGHJKLMNPQRSTUVWXYZ" // 24 seats a row, 999 rows: 23,976 seats
 
 // BenchmarkHoldHotFlight measures holds on one flight by many goroutines at
-// once (GOMAXPROCS × 16), each in its own transaction: the design every
-// request pays without the surge layers. Compare the sub-benchmarks side by
+// once (GOMAXPROCS × 16): "alone" gives each hold its own transaction (the
+// design every request pays without the surge layers), "coalesced" shares
+// transactions between concurrent holds. Compare the sub-benchmarks side by
 // side; absolute numbers depend on the machine's disk and cores.
 func BenchmarkHoldHotFlight(b *testing.B) {
 	pool := pgtest.NewPool(b)
-	svc := flight.NewService(pool, clock.System{}, flight.Config{HoldTTL: 10 * time.Minute, SeatMapTTL: time.Second})
-	ctx := context.Background()
+	for _, coalesce := range []bool{false, true} {
+		name := "alone"
+		if coalesce {
+			name = "coalesced"
+		}
+		svc := flight.NewService(pool, clock.System{}, flight.Config{HoldTTL: 10 * time.Minute, SeatMapTTL: time.Second,
+			Coalesce: coalesce})
+		b.Run(name, func(b *testing.B) { benchHolds(b, pool, svc) })
+	}
+}
 
+func benchHolds(b *testing.B, pool *pgxpool.Pool, svc *flight.Service) {
+	ctx := context.Background()
 	b.Run("seat", func(b *testing.B) {
 		seatsPer := 999 * len(letters)
 		var ids []int64

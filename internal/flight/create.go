@@ -33,6 +33,9 @@ type NewFare struct {
 	OverbookLimit int
 	Seats         []string
 	RefundRule    policy.Rule
+	// Buckets splits the class quota over this many counter rows; 0 takes
+	// the service's default.
+	Buckets int
 }
 
 var (
@@ -47,6 +50,7 @@ var (
 const (
 	maxFares    = 10
 	maxCapacity = 1000
+	maxBuckets  = 64
 	maxPrice    = 1_000_000_000_000
 )
 
@@ -88,6 +92,8 @@ func (nf *NewFlight) validate(now time.Time) error {
 			return fault.Invalid(field+"capacity", "must be between 0 and %d", maxCapacity)
 		case f.OverbookLimit < 0 || f.OverbookLimit > maxCapacity:
 			return fault.Invalid(field+"overbookLimit", "must be between 0 and %d", maxCapacity)
+		case f.Buckets < 0 || f.Buckets > maxBuckets:
+			return fault.Invalid(field+"buckets", "must be between 1 and %d", maxBuckets)
 		case len(f.Seats) > f.Capacity:
 			return fault.Invalid(field+"seats", "lists %d seats for a capacity of %d", len(f.Seats), f.Capacity)
 		}
@@ -142,6 +148,15 @@ func (s *Service) Create(ctx context.Context, nf NewFlight) (*Flight, error) {
 			if _, err := tx.Exec(ctx, `INSERT INTO fare_inventory (flight_id, fare_class, price, currency, capacity, overbook_limit, refund_rule)
 				VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, f.Class, f.Price, f.Currency, f.Capacity, f.OverbookLimit, rule); err != nil {
 				return fmt.Errorf("insert fare %s: %w", f.Class, err)
+			}
+			buckets := f.Buckets
+			if buckets == 0 {
+				buckets = s.buckets
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO fare_bucket (flight_id, fare_class, bucket, quota)
+				SELECT $1, $2, n - 1, q FROM unnest($3::int[]) WITH ORDINALITY AS u(q, n)`,
+				id, f.Class, splitQuota(f.Capacity+f.OverbookLimit, buckets)); err != nil {
+				return fmt.Errorf("insert buckets of %s: %w", f.Class, err)
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO seat (flight_id, seat_no, fare_class)
 				SELECT $1, s, $2 FROM unnest($3::text[]) AS s`, id, f.Class, f.Seats); err != nil {

@@ -9,16 +9,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guard"
+	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/policy"
 )
 
@@ -39,7 +42,8 @@ type Fare struct {
 	Currency      string
 	Capacity      int
 	OverbookLimit int
-	Sold, Held    int
+	Sold, Held    int // sums over the class's buckets
+	Buckets       int // counter rows the quota is split over
 	RefundRule    policy.Rule
 }
 
@@ -50,9 +54,12 @@ func (f Fare) Available() int { return max(0, f.Capacity+f.OverbookLimit-f.Sold-
 
 // Service reads and sells flights.
 type Service struct {
-	pool    *pgxpool.Pool
-	clock   clock.Clock
-	holdTTL time.Duration
+	pool      *pgxpool.Pool
+	clock     clock.Clock
+	log       *slog.Logger
+	holdTTL   time.Duration
+	buckets   int
+	coalescer *coalescer // nil: one transaction per hold
 
 	seatMaps *guard.Cache[*SeatMap]
 	searches *guard.Cache[[]*Flight]
@@ -64,6 +71,17 @@ type Config struct {
 	SeatMapTTL  time.Duration // how stale a seat map may be (2–5 s)
 	SearchTTL   time.Duration // how stale a search may be
 	MaxCacheKey int
+	// Buckets is how many counter rows a new fare class's quota is split
+	// over (default 1).
+	Buckets int
+	// Coalesce turns on batching of concurrent holds on one flight into
+	// one transaction, up to MaxBatch holds, waiting Linger before the
+	// first flush of a burst.
+	Coalesce bool
+	MaxBatch int
+	Linger   time.Duration
+	Log      *slog.Logger
+	Registry prometheus.Registerer
 }
 
 // NewService returns a flight service on pool.
@@ -71,13 +89,28 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 	if cfg.MaxCacheKey == 0 {
 		cfg.MaxCacheKey = 10_000
 	}
-	return &Service{
+	if cfg.Buckets < 1 {
+		cfg.Buckets = 1
+	}
+	if cfg.MaxBatch < 1 {
+		cfg.MaxBatch = 64
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{
 		pool:     pool,
 		clock:    c,
+		log:      cfg.Log,
 		holdTTL:  cfg.HoldTTL,
+		buckets:  cfg.Buckets,
 		seatMaps: guard.NewCache[*SeatMap](cfg.SeatMapTTL, cfg.MaxCacheKey),
 		searches: guard.NewCache[[]*Flight](cfg.SearchTTL, cfg.MaxCacheKey),
 	}
+	if cfg.Coalesce {
+		s.coalescer = newCoalescer(s, cfg.MaxBatch, cfg.Linger, cfg.Registry)
+	}
+	return s
 }
 
 const flightColumns = `f.id, f.code, f.origin, f.destination, f.departure_at, f.arrival_at, o.tz, d.tz`
@@ -154,8 +187,12 @@ func (s *Service) loadFares(ctx context.Context, flights []*Flight) error {
 		ids[i] = f.ID
 		byID[f.ID] = f
 	}
-	rows, err := s.pool.Query(ctx, `SELECT flight_id, fare_class, price, currency, capacity, overbook_limit,
-		sold, held, refund_rule FROM fare_inventory WHERE flight_id = ANY($1) ORDER BY flight_id, price DESC, fare_class`, ids)
+	rows, err := s.pool.Query(ctx, `SELECT fi.flight_id, fi.fare_class, fi.price, fi.currency, fi.capacity, fi.overbook_limit,
+			b.sold, b.held, b.buckets, fi.refund_rule
+		FROM fare_inventory fi
+		CROSS JOIN LATERAL (SELECT coalesce(sum(sold), 0)::int AS sold, coalesce(sum(held), 0)::int AS held, count(*)::int AS buckets
+			FROM fare_bucket WHERE flight_id = fi.flight_id AND fare_class = fi.fare_class) b
+		WHERE fi.flight_id = ANY($1) ORDER BY fi.flight_id, fi.price DESC, fi.fare_class`, ids)
 	if err != nil {
 		return fmt.Errorf("load fares: %w", err)
 	}
@@ -167,7 +204,7 @@ func (s *Service) loadFares(ctx context.Context, flights []*Flight) error {
 			rule []byte
 		)
 		if err := rows.Scan(&id, &fare.Class, &fare.Price, &fare.Currency, &fare.Capacity, &fare.OverbookLimit,
-			&fare.Sold, &fare.Held, &rule); err != nil {
+			&fare.Sold, &fare.Held, &fare.Buckets, &rule); err != nil {
 			return fmt.Errorf("load fares: %w", err)
 		}
 		if err := json.Unmarshal(rule, &fare.RefundRule); err != nil {
@@ -181,41 +218,88 @@ func (s *Service) loadFares(ctx context.Context, flights []*Flight) error {
 	return nil
 }
 
-// SetOverbookLimit changes a fare class's overbooking limit, the controlled
-// parameter of deliberate overbooking. It refuses (fault.InvalidState) a
-// limit below what is already sold and held, and returns fault.NotFound for
-// an unknown flight or class.
-func (s *Service) SetOverbookLimit(ctx context.Context, id int64, class string, limit int) (*Fare, error) {
-	if limit < 0 || limit > 1000 {
-		return nil, fault.Invalid("overbookLimit", "must be between 0 and 1000")
+// FareChange is an admin's change to a fare class; nil fields stay as they
+// are.
+type FareChange struct {
+	// OverbookLimit is the controlled parameter of deliberate overbooking.
+	OverbookLimit *int
+	// Buckets re-splits the quota over this many counter rows (it can only
+	// grow, since bookings keep the bucket they were counted in).
+	Buckets *int
+}
+
+// ChangeFare applies c to a fare class, locking its buckets: it refuses
+// (fault.InvalidState) an overbooking limit below what is already sold
+// and held, and returns fault.NotFound for an unknown flight or class. The
+// class's free room is spread evenly over its buckets again.
+func (s *Service) ChangeFare(ctx context.Context, id int64, class string, c FareChange) (*Fare, error) {
+	if c.OverbookLimit != nil && (*c.OverbookLimit < 0 || *c.OverbookLimit > maxCapacity) {
+		return nil, fault.Invalid("overbookLimit", "must be between 0 and %d", maxCapacity)
 	}
-	var f Fare
-	var rule []byte
-	err := s.pool.QueryRow(ctx, `UPDATE fare_inventory SET overbook_limit = $3
-		WHERE flight_id = $1 AND fare_class = $2 AND sold + held <= capacity + $3
-		RETURNING fare_class, price, currency, capacity, overbook_limit, sold, held, refund_rule`,
-		id, class, limit).Scan(&f.Class, &f.Price, &f.Currency, &f.Capacity, &f.OverbookLimit, &f.Sold, &f.Held, &rule)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var sold, held, capacity int
-		err := s.pool.QueryRow(ctx, `SELECT sold, held, capacity FROM fare_inventory WHERE flight_id = $1 AND fare_class = $2`,
-			id, class).Scan(&sold, &held, &capacity)
+	if c.Buckets != nil && (*c.Buckets < 1 || *c.Buckets > maxBuckets) {
+		return nil, fault.Invalid("buckets", "must be between 1 and %d", maxBuckets)
+	}
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var capacity, limit int
+		err := tx.QueryRow(ctx, `SELECT capacity, overbook_limit FROM fare_inventory WHERE flight_id = $1 AND fare_class = $2 FOR UPDATE`,
+			id, class).Scan(&capacity, &limit)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, fault.New(fault.NotFound, "flight %d has no fare class %s", id, class)
+			return fault.New(fault.NotFound, "flight %d has no fare class %s", id, class)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("set overbooking limit: %w", err)
+			return fmt.Errorf("change fare: %w", err)
 		}
-		return nil, fault.New(fault.InvalidState, "%d sold and %d held already exceed capacity %d plus a limit of %d",
-			sold, held, capacity, limit)
-	}
+		bs, err := lockBuckets(ctx, tx, id, class)
+		if err != nil {
+			return err
+		}
+		if c.OverbookLimit != nil {
+			limit = *c.OverbookLimit
+		}
+		if c.Buckets != nil {
+			if *c.Buckets < len(bs) {
+				return fault.Invalid("buckets", "the class has %d buckets; they can only grow", len(bs))
+			}
+			for n := len(bs); n < *c.Buckets; n++ {
+				if _, err := tx.Exec(ctx, `INSERT INTO fare_bucket (flight_id, fare_class, bucket, quota) VALUES ($1, $2, $3, 0)`,
+					id, class, n); err != nil {
+					return fmt.Errorf("add bucket: %w", err)
+				}
+				bs = append(bs, bucket{n: int16(n)})
+			}
+		}
+		used := 0
+		for _, b := range bs {
+			used += b.sold + b.held
+		}
+		if used > capacity+limit {
+			return fault.New(fault.InvalidState, "%d units sold and held already exceed capacity %d plus a limit of %d",
+				used, capacity, limit)
+		}
+		shares := splitQuota(capacity+limit-used, len(bs))
+		for i := range bs {
+			bs[i].quota = bs[i].sold + bs[i].held + shares[i]
+		}
+		if _, err := tx.Exec(ctx, `UPDATE fare_inventory SET overbook_limit = $3 WHERE flight_id = $1 AND fare_class = $2`,
+			id, class, limit); err != nil {
+			return fmt.Errorf("change fare: %w", err)
+		}
+		return writeBuckets(ctx, tx, id, map[string][]bucket{class: bs})
+	})
 	if err != nil {
-		return nil, fmt.Errorf("set overbooking limit: %w", err)
-	}
-	if err := json.Unmarshal(rule, &f.RefundRule); err != nil {
 		return nil, err
 	}
 	s.seatMaps.Forget(strconv.FormatInt(id, 10))
-	return &f, nil
+	f, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, fare := range f.Fares {
+		if fare.Class == class {
+			return &fare, nil
+		}
+	}
+	return nil, fmt.Errorf("change fare: class %s vanished", class)
 }
 
 // Inventory returns the booking.Inventory of flights.

@@ -2,7 +2,6 @@ package flight
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -77,11 +76,20 @@ func (r *HoldRequest) units() int {
 	return r.Quantity
 }
 
-// Hold holds the request in its own transaction. See HoldTx.
+// Hold holds one request. With coalescing on, concurrent holds of the same
+// flight share one transaction (see coalescer); otherwise, or when the
+// shared transaction fails, the request gets a transaction of its own.
 func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
+	if s.coalescer != nil {
+		return s.coalescer.hold(ctx, r)
+	}
+	return s.holdAlone(ctx, r)
+}
+
+func (s *Service) holdAlone(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
 	var b *booking.Booking
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -91,70 +99,164 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 	return b, err
 }
 
-// HoldTx holds a validated request within tx, all or nothing: every seat is
-// held and the class quota reserved, or tx must be rolled back. The price
-// is the server's: the fare's price times the units held.
+// fareInfo is what a hold needs to know of a fare class, read without locks.
+type fareInfo struct {
+	price    int64
+	currency string
+	rule     string
+	buckets  int
+}
+
+// flightInfo is a flight's departure and the fares a hold asked for.
+type flightInfo struct {
+	id        int64
+	departure time.Time
+	fares     map[string]fareInfo
+}
+
+// loadFlight reads what holds on flightID need. It returns
+// fault.ValidationFailed for an unknown flight.
+func loadFlight(ctx context.Context, tx pgx.Tx, flightID int64, classes []string) (*flightInfo, error) {
+	rows, err := tx.Query(ctx, `SELECT f.departure_at, fi.fare_class, fi.price, fi.currency, fi.refund_rule::text,
+			(SELECT count(*) FROM fare_bucket b WHERE b.flight_id = f.id AND b.fare_class = fi.fare_class)
+		FROM flight f LEFT JOIN fare_inventory fi ON fi.flight_id = f.id AND fi.fare_class = ANY($2)
+		WHERE f.id = $1`, flightID, classes)
+	if err != nil {
+		return nil, fmt.Errorf("read flight %d: %w", flightID, err)
+	}
+	info := &flightInfo{id: flightID, fares: map[string]fareInfo{}}
+	found := false
+	var (
+		class, currency, rule *string
+		price                 *int64
+		buckets               int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&info.departure, &class, &price, &currency, &rule, &buckets}, func() error {
+		found = true
+		if class != nil {
+			info.fares[*class] = fareInfo{price: *price, currency: *currency, rule: *rule, buckets: buckets}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read flight %d: %w", flightID, err)
+	}
+	if !found {
+		return nil, fault.Invalid("flightId", "no flight %d", flightID)
+	}
+	return info, nil
+}
+
+// check refuses a request the flight cannot serve at all.
+func (f *flightInfo) check(r *HoldRequest, now time.Time) (fareInfo, error) {
+	fare, ok := f.fares[r.FareClass]
+	switch {
+	case !ok:
+		return fare, fault.Invalid("fareClass", "flight %d has no fare class %s", f.id, r.FareClass)
+	case !f.departure.After(now):
+		return fare, fault.Invalid("flightId", "flight %d has departed", f.id)
+	}
+	return fare, nil
+}
+
+// HoldTx holds one validated request within tx, all or nothing, in a
+// transaction of its own: every seat is held and the class quota reserved,
+// or tx must be rolled back. This is the design every request pays when
+// holds are not coalesced. The price is the server's: the fare's price
+// times the units held.
 //
 // The hot fare counter is updated last, so its row lock is held only for
 // the rest of the commit: seats (locked in seat order) and the booking row
 // come first. Returns fault.ValidationFailed (unknown flight, class or
 // seat; departed flight), fault.SeatUnavailable or fault.SoldOut.
 func HoldTx(ctx context.Context, tx pgx.Tx, r HoldRequest, now time.Time, ttl time.Duration) (*booking.Booking, error) {
-	var (
-		departure time.Time
-		price     *int64
-		currency  *string
-		rule      []byte
-	)
-	err := tx.QueryRow(ctx, `SELECT f.departure_at, fi.price, fi.currency, fi.refund_rule
-		FROM flight f LEFT JOIN fare_inventory fi ON fi.flight_id = f.id AND fi.fare_class = $2
-		WHERE f.id = $1`, r.FlightID, r.FareClass).Scan(&departure, &price, &currency, &rule)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil, fault.Invalid("flightId", "no flight %d", r.FlightID)
-	case err != nil:
-		return nil, fmt.Errorf("hold on flight %d: %w", r.FlightID, err)
-	case price == nil:
-		return nil, fault.Invalid("fareClass", "flight %d has no fare class %s", r.FlightID, r.FareClass)
-	case !departure.After(now):
-		return nil, fault.Invalid("flightId", "flight %d has departed", r.FlightID)
-	}
-	n := r.units()
-	expires := now.Add(ttl)
-	if expires.After(departure) {
-		expires = departure
-	}
-	var seats []string
-	if r.Seats != nil {
-		seats = r.Seats
-	}
-	b, err := booking.Scan(tx.QueryRow(ctx, `INSERT INTO booking (kind, status, customer_id, amount, currency,
-			hold_expires_at, starts_at, refund_rule, flight_id, fare_class, seats, quantity, created_at, updated_at)
-		VALUES ('flight', 'HELD', $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
-		RETURNING `+booking.Columns,
-		r.CustomerID, *price*int64(n), *currency, expires, departure, json.RawMessage(rule),
-		r.FlightID, r.FareClass, seats, n, now))
+	info, err := loadFlight(ctx, tx, r.FlightID, []string{r.FareClass})
 	if err != nil {
-		return nil, fmt.Errorf("insert booking on flight %d: %w", r.FlightID, err)
+		return nil, err
 	}
-	if seats != nil {
-		if err := holdSeats(ctx, tx, r, b.ID, expires, now); err != nil {
+	fare, err := info.check(&r, now)
+	if err != nil {
+		return nil, err
+	}
+	b := chooseBucket(fare.buckets)
+	bs, err := insertBookings(ctx, tx, info, []planned{{req: r, fare: fare, bucket: b}}, now, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if r.Seats != nil {
+		if err := holdSeats(ctx, tx, r, bs[0].ID, bs[0].HoldExpiresAt, now); err != nil {
 			return nil, err
 		}
 	}
-	if err := booking.Record(ctx, tx, b, now); err != nil {
+	if err := booking.Record(ctx, tx, bs[0], now); err != nil {
 		return nil, err
 	}
-	tag, err := tx.Exec(ctx, `UPDATE fare_inventory SET held = held + $3
-		WHERE flight_id = $1 AND fare_class = $2 AND sold + held + $3 <= capacity + overbook_limit`,
-		r.FlightID, r.FareClass, n)
+	if err := takeQuota(ctx, tx, r.FlightID, r.FareClass, b, r.units()); err != nil {
+		return nil, err
+	}
+	return bs[0], nil
+}
+
+// planned is a hold that will be written: the request, its fare and the
+// bucket its units come from.
+type planned struct {
+	req    HoldRequest
+	fare   fareInfo
+	bucket int16
+}
+
+// insertBookings inserts a HELD booking for each planned hold in one
+// statement and returns them in the same order.
+func insertBookings(ctx context.Context, tx pgx.Tx, info *flightInfo, ps []planned, now time.Time, ttl time.Duration) ([]*booking.Booking, error) {
+	expires := now.Add(ttl)
+	if expires.After(info.departure) {
+		expires = info.departure
+	}
+	n := len(ps)
+	var (
+		customers = make([]int64, n)
+		amounts   = make([]int64, n)
+		currency  = make([]string, n)
+		rules     = make([]string, n)
+		classes   = make([]string, n)
+		seats     = make([]*string, n)
+		units     = make([]int, n)
+		buckets   = make([]int16, n)
+	)
+	for i, p := range ps {
+		customers[i], classes[i], units[i], buckets[i] = p.req.CustomerID, p.req.FareClass, p.req.units(), p.bucket
+		amounts[i], currency[i], rules[i] = p.fare.price*int64(p.req.units()), p.fare.currency, p.fare.rule
+		if p.req.Seats != nil {
+			joined := strings.Join(p.req.Seats, ",")
+			seats[i] = &joined
+		}
+	}
+	rows, err := tx.Query(ctx, `INSERT INTO booking (kind, status, customer_id, amount, currency, hold_expires_at,
+			starts_at, refund_rule, flight_id, fare_class, seats, quantity, fare_bucket, created_at, updated_at)
+		SELECT 'flight', 'HELD', u.customer, u.amount, u.currency, $2, $3, u.rule::jsonb, $1, u.class,
+			string_to_array(u.seats, ','), u.units, u.bucket, $4, $4
+		FROM unnest($5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::int[], $12::smallint[])
+			WITH ORDINALITY AS u(customer, amount, currency, rule, class, seats, units, bucket, ord)
+		ORDER BY u.ord
+		RETURNING `+booking.Columns,
+		info.id, expires, info.departure, now, customers, amounts, currency, rules, classes, seats, units, buckets)
 	if err != nil {
-		return nil, fmt.Errorf("reserve quota on flight %d: %w", r.FlightID, err)
+		return nil, fmt.Errorf("insert bookings on flight %d: %w", info.id, err)
 	}
-	if tag.RowsAffected() != 1 {
-		return nil, fault.New(fault.SoldOut, "fare class %s of flight %d has no %d units left", r.FareClass, r.FlightID, n)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*booking.Booking, error) { return booking.Scan(r) })
+	if err != nil {
+		return nil, fmt.Errorf("insert bookings on flight %d: %w", info.id, err)
 	}
-	return b, nil
+	// Rows come back in insertion order, which follows the SELECT's ORDER
+	// BY; check it rather than trust it, since the order pairs bookings
+	// with their requests.
+	for i, b := range out {
+		p := ps[i].req
+		if b.CustomerID != p.CustomerID || b.FareClass != p.FareClass || b.Quantity != p.units() || !slices.Equal(b.Seats, p.Seats) {
+			return nil, errors.New("insert bookings: rows returned out of order")
+		}
+	}
+	return out, nil
 }
 
 // holdSeats takes every requested seat for booking id, or fails. A seat is
@@ -193,12 +295,21 @@ func whySeatsUnavailable(ctx context.Context, tx pgx.Tx, r HoldRequest) error {
 		return fmt.Errorf("check seats on flight %d: %w", r.FlightID, err)
 	}
 	for _, s := range r.Seats {
-		switch c, ok := class[s]; {
-		case !ok:
-			return fault.Invalid("seats", "flight %d has no seat %s", r.FlightID, s)
-		case c != r.FareClass:
-			return fault.Invalid("seats", "seat %s is in fare class %s, not %s", s, c, r.FareClass)
+		if err := seatClassError(r, s, class[s]); err != nil {
+			return err
 		}
 	}
 	return fault.New(fault.SeatUnavailable, "seats %s: at least one is held or sold", strings.Join(r.Seats, ", "))
+}
+
+// seatClassError refuses a seat that does not exist (class "") or belongs
+// to another class than the request's.
+func seatClassError(r HoldRequest, seat, class string) error {
+	switch {
+	case class == "":
+		return fault.Invalid("seats", "flight %d has no seat %s", r.FlightID, seat)
+	case class != r.FareClass:
+		return fault.Invalid("seats", "seat %s is in fare class %s, not %s", seat, class, r.FareClass)
+	}
+	return nil
 }

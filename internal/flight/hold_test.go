@@ -13,6 +13,7 @@ import (
 
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/pg/pgtest"
 )
 
@@ -50,8 +51,8 @@ type counters struct{ sold, held int }
 func fareCounters(t *testing.T, pool *pgxpool.Pool, flightID int64, class string) counters {
 	t.Helper()
 	var c counters
-	if err := pool.QueryRow(context.Background(), `SELECT sold, held FROM fare_inventory WHERE flight_id = $1 AND fare_class = $2`,
-		flightID, class).Scan(&c.sold, &c.held); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT coalesce(sum(sold), 0), coalesce(sum(held), 0) FROM fare_bucket
+		WHERE flight_id = $1 AND fare_class = $2`, flightID, class).Scan(&c.sold, &c.held); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -84,9 +85,18 @@ func countCodes(rs []*apptest.Response) map[string]int {
 // seat through two berth processes sharing one database. Exactly one wins.
 func TestOneSeatTwoHundredBuyersTwoProcesses(t *testing.T) {
 	t.Parallel()
+	for _, protect := range []string{"on", "off"} {
+		t.Run("protect="+protect, func(t *testing.T) {
+			t.Parallel()
+			testOneSeatTwoProcesses(t, protect)
+		})
+	}
+}
+
+func testOneSeatTwoProcesses(t *testing.T, protect string) {
 	dbURL := pgtest.NewURL(t)
-	a := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=20")
-	b := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=20")
+	a := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=20", "BERTH_PROTECT="+protect)
+	b := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=20", "BERTH_PROTECT="+protect)
 	now := time.Now()
 	admin := apptest.Token(t, "admin", 1, now)
 	flightID := apptest.CreateFlight(t, a.URL, admin, now.Add(72*time.Hour),
@@ -143,7 +153,11 @@ func TestOneSeatTwoHundredBuyersTwoProcesses(t *testing.T) {
 // orders, many rounds: never a partial hold, never a deadlock.
 func TestOverlappingGroupHoldsNeverPartialNeverDeadlock(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t, apptest.Options{})
+	modes(t, testOverlappingGroups)
+}
+
+func testOverlappingGroups(t *testing.T, o apptest.Options) {
+	s := apptest.Start(t, o)
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "ABC")})
 	pool := s.App.Pool
 	ctx := context.Background()
@@ -207,14 +221,39 @@ func TestOverlappingGroupHoldsNeverPartialNeverDeadlock(t *testing.T) {
 	mustAudit(t, pool, s.Clock.Now())
 }
 
+// modes runs f as two subtests: with the surge layers (holds coalesced
+// into shared transactions) and without (one transaction per hold). The
+// rules must hold in both.
+func modes(t *testing.T, f func(t *testing.T, o apptest.Options)) {
+	for _, protect := range []bool{true, false} {
+		name := "protect=off"
+		if protect {
+			name = "protect=on"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, apptest.Options{Config: func(c *config.Config) { c.Protect = protect }})
+		})
+	}
+}
+
 // A class of capacity 5 with an overbooking limit of 1 sells exactly 6,
-// however many ask at once.
+// however many ask at once, whether its counter is one row or split into
+// buckets.
 func TestQuotaWithOverbookingExactUnderContention(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t, apptest.Options{})
+	modes(t, func(t *testing.T, o apptest.Options) {
+		for _, buckets := range []int{1, 4} {
+			testQuotaExact(t, o, buckets)
+		}
+	})
+}
+
+func testQuotaExact(t *testing.T, o apptest.Options, buckets int) {
+	s := apptest.Start(t, o)
 	flightID := s.CreateFlight(t,
-		apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 5, OverbookLimit: 1},
-		apptest.Fare{Class: "BUSINESS", Price: 5000, Seats: apptest.Seats(1, 1, "AB")})
+		apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 5, OverbookLimit: 1, Buckets: buckets},
+		apptest.Fare{Class: "BUSINESS", Price: 5000, Seats: apptest.Seats(1, 1, "AB"), Buckets: buckets})
 	rs := race(50, func(i int) *apptest.Response {
 		return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(100+i)),
 			Body: holdQty(flightID, "ECONOMY", 1)})

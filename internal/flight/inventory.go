@@ -11,7 +11,8 @@ import (
 
 // inventory sells and releases the seats and fare counters of flight
 // bookings, for the booking lifecycle. Lock order is the same everywhere:
-// booking row, then seats in seat order, then the fare counter.
+// booking row, then seats in seat order, then the fare counter (the bucket
+// the booking was counted in).
 type inventory struct{}
 
 // Sell turns a confirmed booking's held seats SOLD and moves its units from
@@ -28,8 +29,8 @@ func (inventory) Sell(ctx context.Context, tx pgx.Tx, b *booking.Booking) error 
 			return fmt.Errorf("%d of %d seats still held: %w", n, len(b.Seats), booking.ErrIncomplete)
 		}
 	}
-	_, err := tx.Exec(ctx, `UPDATE fare_inventory SET held = held - $3, sold = sold + $3
-		WHERE flight_id = $1 AND fare_class = $2`, b.FlightID, b.FareClass, b.Quantity)
+	_, err := tx.Exec(ctx, `UPDATE fare_bucket SET held = held - $4, sold = sold + $4
+		WHERE flight_id = $1 AND fare_class = $2 AND bucket = $3`, b.FlightID, b.FareClass, b.FareBucket, b.Quantity)
 	if err != nil {
 		return fmt.Errorf("move %d units of %s on flight %d to sold: %w", b.Quantity, b.FareClass, b.FlightID, err)
 	}
@@ -50,8 +51,8 @@ func (inventory) Release(ctx context.Context, tx pgx.Tx, b *booking.Booking, was
 			return err
 		}
 	}
-	_, err := tx.Exec(ctx, `UPDATE fare_inventory SET `+counter+` = `+counter+` - $3
-		WHERE flight_id = $1 AND fare_class = $2`, b.FlightID, b.FareClass, b.Quantity)
+	_, err := tx.Exec(ctx, `UPDATE fare_bucket SET `+counter+` = `+counter+` - $4
+		WHERE flight_id = $1 AND fare_class = $2 AND bucket = $3`, b.FlightID, b.FareClass, b.FareBucket, b.Quantity)
 	if err != nil {
 		return fmt.Errorf("release %d units of %s on flight %d: %w", b.Quantity, b.FareClass, b.FlightID, err)
 	}

@@ -24,7 +24,7 @@ func snapshot(t *testing.T, s *apptest.Server) state {
 	err := s.App.Pool.QueryRow(context.Background(), `SELECT
 		(SELECT count(*) FROM booking), (SELECT count(*) FROM outbox),
 		(SELECT count(*) FROM seat WHERE status <> 'AVAILABLE'),
-		(SELECT coalesce(sum(sold), 0) FROM fare_inventory), (SELECT coalesce(sum(held), 0) FROM fare_inventory),
+		(SELECT coalesce(sum(sold), 0) FROM fare_bucket), (SELECT coalesce(sum(held), 0) FROM fare_bucket),
 		(SELECT count(*) FROM flight)`).Scan(&st.bookings, &st.outbox, &st.takenSeats, &st.sold, &st.held, &st.flights)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ type fareView struct {
 	OverbookLimit *int   `json:"overbookLimit,omitempty"`
 	Sold          *int   `json:"sold,omitempty"`
 	Held          *int   `json:"held,omitempty"`
+	Buckets       *int   `json:"buckets,omitempty"`
 }
 
 type flightView struct {
@@ -37,7 +38,7 @@ type flightView struct {
 func viewFare(f flight.Fare, admin bool) fareView {
 	v := fareView{FareClass: f.Class, Price: f.Price, Currency: f.Currency, Available: f.Available()}
 	if admin {
-		v.Capacity, v.OverbookLimit, v.Sold, v.Held = &f.Capacity, &f.OverbookLimit, &f.Sold, &f.Held
+		v.Capacity, v.OverbookLimit, v.Sold, v.Held, v.Buckets = &f.Capacity, &f.OverbookLimit, &f.Sold, &f.Held, &f.Buckets
 	}
 	return v
 }
@@ -127,6 +128,8 @@ type createFlightRequest struct {
 		// departure (default 100 % up to 24h).
 		Refundable   *int   `json:"refundable"`
 		RefundCutoff string `json:"refundCutoff"`
+		// Buckets splits the class's counter over this many rows.
+		Buckets int `json:"buckets"`
 	} `json:"fares"`
 }
 
@@ -158,7 +161,7 @@ func (s *Server) createFlight(w http.ResponseWriter, r *http.Request, _ booking.
 			rule = policy.Flight(percent, cutoff)
 		}
 		nf.Fares = append(nf.Fares, flight.NewFare{Class: f.FareClass, Price: f.Price, Currency: f.Currency,
-			Capacity: f.Capacity, OverbookLimit: f.OverbookLimit, Seats: f.Seats, RefundRule: rule})
+			Capacity: f.Capacity, OverbookLimit: f.OverbookLimit, Seats: f.Seats, RefundRule: rule, Buckets: f.Buckets})
 	}
 	f, err := s.Flights.Create(r.Context(), nf)
 	if err != nil {
@@ -176,14 +179,16 @@ func (s *Server) patchFare(w http.ResponseWriter, r *http.Request, _ booking.Cal
 	}
 	var req struct {
 		OverbookLimit *int `json:"overbookLimit"`
+		Buckets       *int `json:"buckets"`
 	}
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	if req.OverbookLimit == nil {
-		return fault.Invalid("overbookLimit", "is required")
+	if req.OverbookLimit == nil && req.Buckets == nil {
+		return fault.Invalid("overbookLimit", "give overbookLimit or buckets")
 	}
-	f, err := s.Flights.SetOverbookLimit(r.Context(), id, r.PathValue("fareClass"), *req.OverbookLimit)
+	f, err := s.Flights.ChangeFare(r.Context(), id, r.PathValue("fareClass"),
+		flight.FareChange{OverbookLimit: req.OverbookLimit, Buckets: req.Buckets})
 	if err != nil {
 		return err
 	}

@@ -248,6 +248,9 @@ func copyFlights(ctx context.Context, pool *pgxpool.Pool, plan []plannedFlight) 
 	return nil
 }
 
+// copyFares writes every fare class and its one quota bucket in one
+// transaction, so the commit-time check that bucket shares add up to the
+// class quota sees both.
 func copyFares(ctx context.Context, pool *pgxpool.Pool, plan []plannedFlight, f Flights) error {
 	cls := classes(f.Seats / 6)
 	rules := make([][]byte, len(cls))
@@ -258,27 +261,58 @@ func copyFares(ctx context.Context, pool *pgxpool.Pool, plan []plannedFlight, f 
 		}
 		rules[i] = b
 	}
-	i := 0
-	_, err := pool.CopyFrom(ctx, pgx.Identifier{"fare_inventory"},
-		[]string{"flight_id", "fare_class", "price", "currency", "capacity", "overbook_limit", "refund_rule"},
-		pgx.CopyFromFunc(func() ([]any, error) {
-			if i == len(plan)*len(cls) {
-				return nil, nil
-			}
-			p, ci := plan[i/len(cls)], i%len(cls)
-			i++
-			c := cls[ci]
-			capacity := (c.rows[1] - c.rows[0] + 1) * 6
-			overbook := 0
-			if c.name == "ECONOMY" {
-				overbook = f.Overbook
-			}
-			return []any{p.id, c.name, p.price * c.priceX10 / 10, f.Currency, capacity, overbook, rules[ci]}, nil
-		}))
-	if err != nil {
-		return fmt.Errorf("seed: copy fares: %w", err)
+	quota := func(ci int) (capacity, overbook int) {
+		c := cls[ci]
+		capacity = (c.rows[1] - c.rows[0] + 1) * 6
+		if c.name == "ECONOMY" {
+			overbook = f.Overbook
+		}
+		return capacity, overbook
 	}
-	return nil
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		skipTriggers(ctx, tx)
+		i := 0
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"fare_inventory"},
+			[]string{"flight_id", "fare_class", "price", "currency", "capacity", "overbook_limit", "refund_rule"},
+			pgx.CopyFromFunc(func() ([]any, error) {
+				if i == len(plan)*len(cls) {
+					return nil, nil
+				}
+				p, ci := plan[i/len(cls)], i%len(cls)
+				i++
+				capacity, overbook := quota(ci)
+				return []any{p.id, cls[ci].name, p.price * cls[ci].priceX10 / 10, f.Currency, capacity, overbook, rules[ci]}, nil
+			}))
+		if err != nil {
+			return fmt.Errorf("seed: copy fares: %w", err)
+		}
+		i = 0
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"fare_bucket"}, []string{"flight_id", "fare_class", "bucket", "quota"},
+			pgx.CopyFromFunc(func() ([]any, error) {
+				if i == len(plan)*len(cls) {
+					return nil, nil
+				}
+				p, ci := plan[i/len(cls)], i%len(cls)
+				i++
+				capacity, overbook := quota(ci)
+				return []any{p.id, cls[ci].name, 0, capacity + overbook}, nil
+			}))
+		if err != nil {
+			return fmt.Errorf("seed: copy fare buckets: %w", err)
+		}
+		return nil
+	})
+}
+
+// skipTriggers turns off, for the rest of tx, the per-row foreign-key and
+// constraint triggers, when the role may (superusers): the seed writes rows
+// that are consistent by construction, and the triggers would cost most of
+// the load's time. Others just wait longer.
+func skipTriggers(ctx context.Context, tx pgx.Tx) {
+	var super bool
+	if err := tx.QueryRow(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&super); err == nil && super {
+		_, _ = tx.Exec(ctx, `SET LOCAL session_replication_role = replica`)
+	}
 }
 
 // copySeats streams every seat with several COPYs in parallel, each over a
@@ -309,20 +343,15 @@ func copySeats(ctx context.Context, pool *pgxpool.Pool, plan []plannedFlight, f 
 	for w := range workers {
 		g.Go(func() error {
 			share := plan[w*len(plan)/workers : (w+1)*len(plan)/workers]
-			conn, err := pool.Acquire(ctx)
+			tx, err := pool.Begin(ctx)
 			if err != nil {
 				return err
 			}
-			defer conn.Release()
-			// The seats are generated from the fares just written, so the
-			// per-row foreign-key trigger only costs time (half the load).
-			// Skipping triggers needs a superuser; others just wait longer.
-			if _, err := conn.Exec(ctx, `SET session_replication_role = replica`); err == nil {
-				defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `RESET session_replication_role`) }()
-			}
+			defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+			skipTriggers(ctx, tx)
 			fi, seat, rows := 0, 0, 0
 			row := make([]any, 3)
-			_, err = conn.CopyFrom(ctx, pgx.Identifier{"seat"}, []string{"flight_id", "seat_no", "fare_class"},
+			_, err = tx.CopyFrom(ctx, pgx.Identifier{"seat"}, []string{"flight_id", "seat_no", "fare_class"},
 				pgx.CopyFromFunc(func() ([]any, error) {
 					if seat == f.Seats {
 						fi, seat = fi+1, 0
@@ -344,7 +373,10 @@ func copySeats(ctx context.Context, pool *pgxpool.Pool, plan []plannedFlight, f 
 					}
 					return row, nil
 				}))
-			return err
+			if err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
 		})
 	}
 	if err := g.Wait(); err != nil {

@@ -16,6 +16,7 @@ type Fare struct {
 	Capacity      int // default len(Seats)
 	OverbookLimit int
 	Seats         []string
+	Buckets       int // 0: the server's default
 }
 
 // Seats lists the seats of rows first..last with the given letters, like
@@ -53,7 +54,7 @@ func CreateFlight(t testing.TB, base, adminToken string, departure time.Time, fa
 			seats = []string{}
 		}
 		fs = append(fs, map[string]any{"fareClass": f.Class, "price": f.Price, "currency": "VND",
-			"capacity": capacity, "overbookLimit": f.OverbookLimit, "seats": seats})
+			"capacity": capacity, "overbookLimit": f.OverbookLimit, "seats": seats, "buckets": f.Buckets})
 	}
 	resp := Do(t, base, Request{Method: http.MethodPost, Path: "/admin/flights", Token: adminToken, Body: map[string]any{
 		"code":        fmt.Sprintf("VN%d", 100+flightSeq.Add(1)),

@@ -1,0 +1,186 @@
+package flight
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/outbox"
+)
+
+// result is the outcome of one request of a batch.
+type result struct {
+	b   *booking.Booking
+	err error
+}
+
+type seatRow struct {
+	class     string
+	status    string
+	heldUntil *time.Time
+}
+
+// holdBatch holds many validated requests for one flight in one
+// transaction, each all or nothing, in the order given, and returns one
+// result per request. A returned error means tx must be rolled back and
+// nothing was held; the caller may then try the requests one by one.
+//
+// It reads the seats and the fare buckets it needs under row locks (seats
+// in seat order, then buckets in class and bucket order: the order every
+// transaction uses), decides every request against that locked state, and
+// writes all bookings, seats, events and counters in one statement each.
+// The writes are still conditional — a seat is set HELD only if it is free
+// or its hold expired, and the bucket CHECKs and the share-sum trigger stand
+// under the counters — so a decision that disagreed with the database would
+// fail the whole batch rather than sell anything twice.
+func holdBatch(ctx context.Context, tx pgx.Tx, flightID int64, reqs []HoldRequest, now time.Time, ttl time.Duration) ([]result, error) {
+	results := make([]result, len(reqs))
+	var classes []string
+	for _, r := range reqs {
+		if !slices.Contains(classes, r.FareClass) {
+			classes = append(classes, r.FareClass)
+		}
+	}
+	info, err := loadFlight(ctx, tx, flightID, classes)
+	if fault.CodeOf(err) != "" {
+		for i := range results {
+			results[i].err = err
+		}
+		return results, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var wanted []string
+	for i := range reqs {
+		if _, results[i].err = info.check(&reqs[i], now); results[i].err == nil {
+			wanted = append(wanted, reqs[i].Seats...)
+		}
+	}
+	seats, err := lockSeats(ctx, tx, flightID, wanted)
+	if err != nil {
+		return nil, err
+	}
+	buckets := map[string][]bucket{}
+	slices.Sort(classes)
+	for _, c := range classes {
+		if _, ok := info.fares[c]; !ok {
+			continue
+		}
+		if buckets[c], err = lockBuckets(ctx, tx, flightID, c); err != nil {
+			return nil, err
+		}
+	}
+
+	claimed := map[string]bool{}
+	var plan []planned
+	var idx []int // plan[k] serves reqs[idx[k]]
+	for i := range reqs {
+		if results[i].err != nil {
+			continue
+		}
+		r := reqs[i]
+		if results[i].err = seatsFree(r, seats, claimed, now); results[i].err != nil {
+			continue
+		}
+		bs := buckets[r.FareClass]
+		target := roomiest(bs)
+		if !allocate(bs, target, r.units()) {
+			results[i].err = fault.New(fault.SoldOut, "fare class %s of flight %d has no %d units left", r.FareClass, flightID, r.units())
+			continue
+		}
+		for _, s := range r.Seats {
+			claimed[s] = true
+		}
+		plan = append(plan, planned{req: r, fare: info.fares[r.FareClass], bucket: target})
+		idx = append(idx, i)
+	}
+	if len(plan) == 0 {
+		return results, nil
+	}
+
+	bookings, err := insertBookings(ctx, tx, info, plan, now, ttl)
+	if err != nil {
+		return nil, err
+	}
+	var seatNos []string
+	var owners []int64
+	events := make([]outbox.Event, len(bookings))
+	for k, b := range bookings {
+		for _, s := range b.Seats {
+			seatNos, owners = append(seatNos, s), append(owners, b.ID)
+		}
+		events[k] = outbox.Event{BookingID: b.ID, Type: outbox.BookingHeld, Data: b.View(), Time: now}
+		results[idx[k]].b = b
+	}
+	if len(seatNos) > 0 {
+		tag, err := tx.Exec(ctx, `UPDATE seat s SET status = 'HELD', booking_id = u.booking_id, held_until = $3
+			FROM unnest($2::text[], $4::bigint[]) AS u(seat_no, booking_id)
+			WHERE s.flight_id = $1 AND s.seat_no = u.seat_no
+			  AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= $5))`,
+			flightID, seatNos, bookings[0].HoldExpiresAt, owners, now)
+		if err != nil {
+			return nil, fmt.Errorf("hold seats on flight %d: %w", flightID, err)
+		}
+		if int(tag.RowsAffected()) != len(seatNos) {
+			return nil, fmt.Errorf("hold seats on flight %d: %d of %d seats were free", flightID, tag.RowsAffected(), len(seatNos))
+		}
+	}
+	if err := outbox.WriteMany(ctx, tx, events); err != nil {
+		return nil, err
+	}
+	if err := writeBuckets(ctx, tx, flightID, buckets); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// lockSeats locks the given seats of a flight in seat order and returns
+// their state.
+func lockSeats(ctx context.Context, tx pgx.Tx, flightID int64, seatNos []string) (map[string]seatRow, error) {
+	out := map[string]seatRow{}
+	if len(seatNos) == 0 {
+		return out, nil
+	}
+	slices.Sort(seatNos)
+	rows, err := tx.Query(ctx, `SELECT seat_no, fare_class, status, held_until FROM seat
+		WHERE flight_id = $1 AND seat_no = ANY($2) ORDER BY seat_no FOR UPDATE`, flightID, slices.Compact(seatNos))
+	if err != nil {
+		return nil, fmt.Errorf("lock seats on flight %d: %w", flightID, err)
+	}
+	var no string
+	var s seatRow
+	_, err = pgx.ForEachRow(rows, []any{&no, &s.class, &s.status, &s.heldUntil}, func() error {
+		out[no] = s
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock seats on flight %d: %w", flightID, err)
+	}
+	return out, nil
+}
+
+// seatsFree decides whether every seat of r can be held now: it exists, is
+// of r's class, is free (or its hold expired) and no earlier request of the
+// batch took it.
+func seatsFree(r HoldRequest, seats map[string]seatRow, claimed map[string]bool, now time.Time) error {
+	for _, s := range r.Seats {
+		if err := seatClassError(r, s, seats[s].class); err != nil {
+			return err
+		}
+	}
+	for _, s := range r.Seats {
+		st := seats[s]
+		free := st.status == "AVAILABLE" || (st.status == "HELD" && st.heldUntil != nil && !st.heldUntil.After(now))
+		if !free || claimed[s] {
+			return fault.New(fault.SeatUnavailable, "seats %s: at least one is held or sold", strings.Join(r.Seats, ", "))
+		}
+	}
+	return nil
+}

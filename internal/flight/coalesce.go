@@ -1,0 +1,151 @@
+package flight
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/pg"
+)
+
+// coalescer turns concurrent holds on the same flight into one transaction
+// per batch, like a group commit: the first hold of a flight starts a
+// flush at once, holds that arrive while it runs wait and go together in
+// the next, up to maxBatch. One commit then serves many holds, and the hot
+// rows are locked once per batch instead of once per hold. Each hold is
+// still all or nothing, and PostgreSQL still decides (holdBatch); across
+// processes, batches queue on the same row locks as single holds would.
+type coalescer struct {
+	svc      *Service
+	maxBatch int
+	linger   time.Duration
+	sizes    prometheus.Histogram
+	fallback prometheus.Counter
+
+	mu    sync.Mutex
+	lanes map[int64]*lane
+}
+
+type lane struct {
+	waiting []*call
+}
+
+type call struct {
+	ctx  context.Context
+	req  HoldRequest
+	done chan struct{}
+	b    *booking.Booking
+	err  error
+}
+
+func newCoalescer(svc *Service, maxBatch int, linger time.Duration, reg prometheus.Registerer) *coalescer {
+	c := &coalescer{svc: svc, maxBatch: maxBatch, linger: linger, lanes: map[int64]*lane{},
+		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "berth_hold_batch_size",
+			Help:    "Holds per coalesced transaction.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+		}),
+		fallback: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "berth_hold_batch_fallbacks_total",
+			Help: "Coalesced transactions that failed as a whole and were retried one hold at a time.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(c.sizes, c.fallback)
+	}
+	return c
+}
+
+func (c *coalescer) hold(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
+	cl := &call{ctx: ctx, req: r, done: make(chan struct{})}
+	c.mu.Lock()
+	l, running := c.lanes[r.FlightID]
+	if !running {
+		l = &lane{}
+		c.lanes[r.FlightID] = l
+	}
+	l.waiting = append(l.waiting, cl)
+	c.mu.Unlock()
+	if !running {
+		go c.run(r.FlightID, l)
+	}
+	select {
+	case <-cl.done:
+		return cl.b, cl.err
+	case <-ctx.Done():
+		// The hold may still be made by a batch already under way; it then
+		// expires like any unpaid hold.
+		return nil, ctx.Err()
+	}
+}
+
+// run flushes the lane's waiting holds until none are left.
+func (c *coalescer) run(flightID int64, l *lane) {
+	if c.linger > 0 {
+		time.Sleep(c.linger)
+	}
+	for {
+		c.mu.Lock()
+		var batch []*call
+		for len(l.waiting) > 0 && len(batch) < c.maxBatch {
+			cl := l.waiting[0]
+			l.waiting = l.waiting[1:]
+			if cl.ctx.Err() != nil {
+				cl.err = cl.ctx.Err()
+				close(cl.done)
+				continue
+			}
+			batch = append(batch, cl)
+		}
+		if len(batch) == 0 {
+			delete(c.lanes, flightID)
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		c.flush(flightID, batch)
+	}
+}
+
+func (c *coalescer) flush(flightID int64, batch []*call) {
+	defer func() {
+		for _, cl := range batch {
+			close(cl.done)
+		}
+	}()
+	c.sizes.Observe(float64(len(batch)))
+	if len(batch) == 1 {
+		cl := batch[0]
+		cl.b, cl.err = c.svc.holdAlone(cl.ctx, cl.req)
+		return
+	}
+	reqs := make([]HoldRequest, len(batch))
+	for i, cl := range batch {
+		reqs[i] = cl.req
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), 30*time.Second)
+	defer cancel()
+	var results []result
+	err := pg.InTx(ctx, c.svc.pool, func(tx pgx.Tx) error {
+		var err error
+		results, err = holdBatch(ctx, tx, flightID, reqs, c.svc.clock.Now(), c.svc.holdTTL)
+		return err
+	})
+	if err != nil {
+		// Something no single request explains: give each its own
+		// transaction so that one cannot fail the others.
+		c.fallback.Inc()
+		c.svc.log.Warn("coalesced hold failed; retrying one by one", "flight", flightID, "holds", len(batch), "err", err)
+		for _, cl := range batch {
+			cl.b, cl.err = c.svc.holdAlone(cl.ctx, cl.req)
+		}
+		return
+	}
+	for i, cl := range batch {
+		cl.b, cl.err = results[i].b, results[i].err
+	}
+}

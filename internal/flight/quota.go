@@ -1,0 +1,155 @@
+package flight
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/fault"
+)
+
+// A fare class's quota (capacity + overbooking limit) is split over one or
+// more bucket rows, each with its own share and counters and a CHECK that
+// sold + held stays within the share. The shares always add up exactly to
+// the class quota (a deferred constraint trigger checks it at commit), so
+// splitting never sells more, and moving share between buckets never sells
+// less: a hold that fits the class but not one bucket moves share to it.
+
+// bucket is one bucket row, as locked by a transaction.
+type bucket struct {
+	n                 int16
+	quota, sold, held int
+}
+
+func (b bucket) room() int { return b.quota - b.sold - b.held }
+
+// chooseBucket picks the bucket a single hold tries first: a random one,
+// which spreads concurrent holds over the rows.
+func chooseBucket(buckets int) int16 {
+	if buckets <= 1 {
+		return 0
+	}
+	return int16(rand.IntN(buckets))
+}
+
+// takeQuota reserves n units of class in bucket b for a single hold. It is
+// the last statement before commit, so the hot row stays locked only until
+// then. When bucket b is too full it falls back to locking every bucket of
+// the class (in bucket order) and moving share into b.
+// Returns fault.SoldOut when the class has fewer than n units left.
+func takeQuota(ctx context.Context, tx pgx.Tx, flightID int64, class string, b int16, n int) error {
+	tag, err := tx.Exec(ctx, `UPDATE fare_bucket SET held = held + $4
+		WHERE flight_id = $1 AND fare_class = $2 AND bucket = $3 AND sold + held + $4 <= quota`,
+		flightID, class, b, n)
+	if err != nil {
+		return fmt.Errorf("reserve quota on flight %d: %w", flightID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	buckets, err := lockBuckets(ctx, tx, flightID, class)
+	if err != nil {
+		return err
+	}
+	if !allocate(buckets, b, n) {
+		return fault.New(fault.SoldOut, "fare class %s of flight %d has no %d units left", class, flightID, n)
+	}
+	return writeBuckets(ctx, tx, flightID, map[string][]bucket{class: buckets})
+}
+
+// lockBuckets locks every bucket of class in bucket order and returns them.
+func lockBuckets(ctx context.Context, tx pgx.Tx, flightID int64, class string) ([]bucket, error) {
+	rows, err := tx.Query(ctx, `SELECT bucket, quota, sold, held FROM fare_bucket
+		WHERE flight_id = $1 AND fare_class = $2 ORDER BY bucket FOR UPDATE`, flightID, class)
+	if err != nil {
+		return nil, fmt.Errorf("lock quota of %s on flight %d: %w", class, flightID, err)
+	}
+	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (bucket, error) {
+		var b bucket
+		err := r.Scan(&b.n, &b.quota, &b.sold, &b.held)
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock quota of %s on flight %d: %w", class, flightID, err)
+	}
+	return bs, nil
+}
+
+// allocate takes n units into bucket target, moving share from the other
+// buckets when target lacks room, and reports false (changing nothing)
+// when all buckets together lack room. bs is in bucket order.
+func allocate(bs []bucket, target int16, n int) bool {
+	total := 0
+	var t *bucket
+	for i := range bs {
+		total += bs[i].room()
+		if bs[i].n == target {
+			t = &bs[i]
+		}
+	}
+	if t == nil || total < n {
+		return false
+	}
+	for i := range bs {
+		need := n - t.room()
+		if need <= 0 {
+			break
+		}
+		if o := &bs[i]; o != t && o.room() > 0 {
+			move := min(need, o.room())
+			o.quota -= move
+			t.quota += move
+		}
+	}
+	t.held += n
+	return true
+}
+
+// roomiest returns the bucket with the most room.
+func roomiest(bs []bucket) int16 {
+	best := 0
+	for i := range bs {
+		if bs[i].room() > bs[best].room() {
+			best = i
+		}
+	}
+	return bs[best].n
+}
+
+// writeBuckets stores locked buckets' new shares and held counts in one
+// statement; the CHECKs and the deferred share-sum trigger verify them.
+func writeBuckets(ctx context.Context, tx pgx.Tx, flightID int64, byClass map[string][]bucket) error {
+	var (
+		classes []string
+		ns      []int16
+		quotas  []int
+		helds   []int
+	)
+	for c, bs := range byClass {
+		for _, b := range bs {
+			classes, ns, quotas, helds = append(classes, c), append(ns, b.n), append(quotas, b.quota), append(helds, b.held)
+		}
+	}
+	_, err := tx.Exec(ctx, `UPDATE fare_bucket fb SET quota = u.quota, held = u.held
+		FROM unnest($2::text[], $3::smallint[], $4::int[], $5::int[]) AS u(fare_class, bucket, quota, held)
+		WHERE fb.flight_id = $1 AND fb.fare_class = u.fare_class AND fb.bucket = u.bucket`,
+		flightID, classes, ns, quotas, helds)
+	if err != nil {
+		return fmt.Errorf("update quota on flight %d: %w", flightID, err)
+	}
+	return nil
+}
+
+// splitQuota divides a class quota over n buckets as evenly as possible.
+func splitQuota(quota, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = quota / n
+		if i < quota%n {
+			out[i]++
+		}
+	}
+	return out
+}
