@@ -32,6 +32,7 @@ type Config struct {
 	DBMaxConns      int
 	Migrate         bool
 	LogLevel        string
+	Events          Events
 }
 
 // Rate is a count per window, written "3/15m".
@@ -76,6 +77,7 @@ func Defaults() Config {
 		HoldLimit:     Rate{N: 3, Window: 15 * time.Minute},
 		DBMaxConns:    20,
 		LogLevel:      "info",
+		Events:        defaultEvents(),
 	}
 }
 
@@ -139,7 +141,7 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 		}
 		c.DBMaxConns = n
 	}
-	return nil
+	return c.Events.fromEnv(getenv)
 }
 
 // Flags registers the settings as flags on fs, with the current values as
@@ -161,6 +163,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "database pool size (BERTH_DB_MAX_CONNS)")
 	fs.BoolVar(&c.Migrate, "migrate", c.Migrate, "apply migrations before serving")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (BERTH_LOG_LEVEL)")
+	c.Events.flags(fs)
 }
 
 // Validate names the first setting that cannot work.
@@ -205,6 +208,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("BERTH_LOG_LEVEL", "%q is not debug, info, warn or error", c.LogLevel)
 	}
+	errs = append(errs, c.Events.validate()...)
 	return errors.Join(errs...)
 }
 
