@@ -116,4 +116,3 @@ func Decode(value []byte) (Event, error) {
 	}
 	return Event{ID: ce.ID, Type: ce.Type, BookingID: id, Time: ce.Time, Data: ce.Data}, nil
 }
-

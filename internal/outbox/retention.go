@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-
 	"berth.dev/berth/internal/clock"
 )
 
@@ -53,4 +52,3 @@ func (m *Metrics) Monitor(ctx context.Context, db Querier, c clock.Clock, interv
 		}
 	}
 }
-
