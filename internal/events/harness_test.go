@@ -281,10 +281,12 @@ func (e *env) waitDelivered(t testing.TB, recorder string, within time.Duration)
 }
 
 // checkTickets checks every booking's tickets: one per seat or unit, issued
-// while CONFIRMED, void once cancelled, never more; and runs the audit.
+// while CONFIRMED, void once a confirmed booking is cancelled, none for a
+// booking never confirmed, never more; and runs the audit.
 func (e *env) checkTickets(t testing.TB) {
 	t.Helper()
 	rows, err := e.pool.Query(context.Background(), `SELECT b.id, b.status, b.quantity, coalesce(b.seats, '{}'),
+			EXISTS (SELECT 1 FROM outbox o WHERE o.booking_id = b.id AND o.type = 'booking.confirmed'),
 			count(t.*) FILTER (WHERE t.status = 'ISSUED'), count(t.*) FILTER (WHERE t.status = 'VOID'),
 			coalesce(array_agg(t.seat_no ORDER BY t.unit) FILTER (WHERE t.seat_no IS NOT NULL), '{}')
 		FROM booking b LEFT JOIN ticket t ON t.booking_id = b.id GROUP BY b.id ORDER BY b.id`)
@@ -294,14 +296,15 @@ func (e *env) checkTickets(t testing.TB) {
 	var id int64
 	var status string
 	var qty, issued, void int
+	var wasConfirmed bool
 	var seats, ticketSeats []string
 	bad := 0
-	_, err = pgx.ForEachRow(rows, []any{&id, &status, &qty, &seats, &issued, &void, &ticketSeats}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &status, &qty, &seats, &wasConfirmed, &issued, &void, &ticketSeats}, func() error {
 		want := [2]int{}
-		switch status {
-		case "CONFIRMED":
+		switch {
+		case status == "CONFIRMED":
 			want = [2]int{qty, 0}
-		case "CANCELLED":
+		case wasConfirmed:
 			want = [2]int{0, qty}
 		}
 		if [2]int{issued, void} != want || fmt.Sprint(ticketSeats) != fmt.Sprint(seatsIf(seats, issued+void > 0)) {
@@ -329,6 +332,18 @@ func seatsIf(seats []string, any bool) []string {
 		return []string{}
 	}
 	return seats
+}
+
+// eventually waits (bounded) for cond, failing t with what if it never holds.
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (e *env) parked(t testing.TB) int {
