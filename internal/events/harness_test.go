@@ -205,9 +205,13 @@ type recorder struct {
 
 func newRecorder(name string) *recorder { return &recorder{name: name} }
 
-func (r *recorder) Name() string                { return r.name }
-func (r *recorder) Wants(e events.Event) bool   { return len(e.Type) > 8 && e.Type[:8] == "booking." }
-func (r *recorder) violate(f string, a ...any) { r.mu.Lock(); r.violations = append(r.violations, fmt.Sprintf(f, a...)); r.mu.Unlock() }
+func (r *recorder) Name() string              { return r.name }
+func (r *recorder) Wants(e events.Event) bool { return len(e.Type) > 8 && e.Type[:8] == "booking." }
+func (r *recorder) violate(f string, a ...any) {
+	r.mu.Lock()
+	r.violations = append(r.violations, fmt.Sprintf(f, a...))
+	r.mu.Unlock()
+}
 
 func (r *recorder) Handle(ctx context.Context, tx pgx.Tx, e events.Event) error {
 	var v booking.View

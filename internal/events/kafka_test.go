@@ -73,7 +73,9 @@ func (e *env) runKafka(t testing.TB, c *cluster, d *events.Dispatcher, relays in
 		}
 		producers = append(producers, k)
 		wake := make(chan struct{}, 1)
-		connect := func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, e.pool.Config().ConnConfig) }
+		connect := func(ctx context.Context) (*pgx.Conn, error) {
+			return pgx.ConnectConfig(ctx, e.pool.Config().ConnConfig)
+		}
 		wg.Go(func() {
 			outbox.Listen(ctx, connect, func() {
 				select {
