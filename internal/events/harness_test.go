@@ -21,7 +21,6 @@ import (
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/flight"
-	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/pg/pgtest"
 	"berth.dev/berth/internal/policy"
@@ -390,5 +389,3 @@ func metric(t testing.TB, reg *prometheus.Registry, name, consumer string) float
 	}
 	return sum
 }
-
-var _ = outbox.DefaultTopic

@@ -207,6 +207,7 @@ func (e *env) waitNotified(t testing.TB, rcv *receiver, within time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rows.Close()
 	type ev struct {
 		id      string
 		booking int64
