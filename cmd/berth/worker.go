@@ -27,7 +27,7 @@ func worker(ctx context.Context, args []string, getenv func(string) string, stde
 		return err
 	}
 	defer a.Close()
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}

@@ -43,7 +43,7 @@ func NewHook(url string, key []byte, c clock.Clock) *Hook {
 // Sign returns the webhook-signature header value of a message.
 func Sign(key []byte, id string, ts int64, body []byte) string {
 	mac := hmac.New(sha256.New, key)
-	fmt.Fprintf(mac, "%s.%d.", id, ts)
+	_, _ = fmt.Fprintf(mac, "%s.%d.", id, ts)
 	mac.Write(body)
 	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
@@ -83,7 +83,7 @@ func (h *Hook) post(ctx context.Context, id string, body []byte) (retry bool, er
 	if err != nil {
 		return true, fmt.Errorf("post %s to %s: %w", id, h.URL, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:

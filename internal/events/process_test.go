@@ -143,7 +143,9 @@ func startBerth(t testing.TB, command, dbURL string, env ...string) *process {
 func (p *process) kill(t testing.TB) {
 	t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	if err := <-p.done; err == nil {
+		t.Errorf("berth exited cleanly: it was not killed mid-stream")
+	}
 	p.done = nil
 }
 
