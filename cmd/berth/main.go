@@ -22,6 +22,7 @@ Usage: berth <command> [flags]
 
 Commands:
   serve     serve the HTTP API and run the background workers
+  worker    run only the outbox relay and the event consumers
   migrate   apply the embedded database migrations and exit
   seed      load a realistic flight schedule (and cars) into the database
   token     print a bearer token for a role and subject
@@ -69,6 +70,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd {
 	case "serve":
 		return serve(ctx, rest, getenv, stderr)
+	case "worker":
+		return worker(ctx, rest, getenv, stderr)
 	case "migrate":
 		return migrate(ctx, rest, getenv, stderr)
 	case "seed":

@@ -59,6 +59,7 @@ func auditCmd(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		*interval = d
 	}
+	events := eventAuditFlags(fs, getenv)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,7 +71,8 @@ func auditCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer pool.Close()
-	results, err := audit.Run(ctx, pool, audit.Options{Now: clock.System{}.Now(), SweepInterval: *interval})
+	results, err := audit.Run(ctx, pool, audit.Options{Now: clock.System{}.Now(), SweepInterval: *interval,
+		EventRetention: events.retention, ConsumerLag: events.lag})
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/flight"
 	"berth.dev/berth/internal/httpapi"
 	"berth.dev/berth/internal/pg"
@@ -35,6 +36,10 @@ type Options struct {
 	// SeatMapTTL overrides the seat-map cache lifetime (tests set it to a
 	// nanosecond to see every change at once).
 	SeatMapTTL time.Duration
+	// Consumers are extra event consumers (tests); EventSettings adjusts
+	// the event machinery's settings (tests).
+	Consumers     []events.Consumer
+	EventSettings func(*events.Settings)
 }
 
 // App is a wired berth service.
@@ -46,6 +51,7 @@ type App struct {
 	Flights *flight.Service
 	Life    *booking.Lifecycle
 	Sweeper *booking.Sweeper
+	Events  *events.Worker
 	// RunSweeper runs the sweeper in Run (the default); tests that sweep by
 	// calling Sweeper.Pass themselves turn it off.
 	RunSweeper bool
@@ -91,9 +97,14 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		booking.KindFlight: a.Flights.Inventory(),
 	})
 	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, cfg.SweepInterval, o.Registry)
+	if err := a.wireEvents(o); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	a.API = httpapi.New(httpapi.Deps{
 		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Lifecycle: a.Life,
 		AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry,
+		Ready: a.eventChecks(),
 	})
 	return a, nil
 }
@@ -118,6 +129,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
 	if a.RunSweeper {
 		wg.Go(func() { a.Sweeper.Run(workers) })
+	}
+	if a.Config.Events.InServe {
+		wg.Go(func() { a.Events.Run(workers) })
 	}
 
 	errc := make(chan error, 1)

@@ -28,6 +28,12 @@ const maxShown = 10
 type Options struct {
 	Now           time.Time
 	SweepInterval time.Duration
+	// EventRetention is how long published events are kept (I6 checks
+	// only what retention keeps); zero checks every booking.
+	EventRetention time.Duration
+	// ConsumerLag, when set, makes I6 report flight booking changes the
+	// tickets consumer has not processed after that long.
+	ConsumerLag time.Duration
 }
 
 type check struct {
@@ -80,6 +86,7 @@ var checks = []check{
 		FROM fare_bucket b FULL JOIN live l USING (flight_id, fare_class, bucket)
 		WHERE coalesce(b.sold, 0) <> coalesce(l.sold, 0) OR coalesce(b.held, 0) <> coalesce(l.held, 0)
 			OR b.quota IS NULL OR b.sold + b.held > b.quota`},
+	i6,
 	{id: "I7", name: "no HELD booking stays past its expiry plus one sweep interval", args: nowAndInterval, query: `
 		SELECT format('booking %s held until %s', id, hold_expires_at)
 		FROM booking WHERE status = 'HELD' AND hold_expires_at + $2::interval < $1`},

@@ -43,6 +43,7 @@ type Config struct {
 	// HoldBatch is the most holds of one flight coalesced into one
 	// transaction (with Protect).
 	HoldBatch int
+	Events    Events
 }
 
 // Rate is a count per window, written "3/15m".
@@ -90,6 +91,7 @@ func Defaults() Config {
 		Protect:       true,
 		FareBuckets:   1,
 		HoldBatch:     64,
+		Events:        defaultEvents(),
 	}
 }
 
@@ -170,7 +172,7 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 			*dst = n
 		}
 	}
-	return nil
+	return c.Events.fromEnv(getenv)
 }
 
 // Flags registers the settings as flags on fs, with the current values as
@@ -195,6 +197,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Migrate, "migrate", c.Migrate, "apply migrations before serving")
 	fs.BoolVar(&c.Protect, "protect", c.Protect, "surge layers in front of the database (BERTH_PROTECT)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (BERTH_LOG_LEVEL)")
+	c.Events.flags(fs)
 }
 
 // Validate names the first setting that cannot work.
@@ -245,6 +248,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("BERTH_LOG_LEVEL", "%q is not debug, info, warn or error", c.LogLevel)
 	}
+	errs = append(errs, c.Events.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -47,6 +47,9 @@ type Options struct {
 	// Sweep runs the sweeper in the background at its interval (off by
 	// default: tests call the sweeper themselves).
 	Sweep bool
+	// App adjusts the options berth is wired with (extra event consumers,
+	// event settings).
+	App func(*app.Options)
 }
 
 // TestConfig returns the settings test servers start from.
@@ -76,7 +79,11 @@ func Start(t testing.TB, o Options) *Server {
 	fake := clock.NewFake(Epoch)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg, app.Options{Clock: fake, Log: log, SeatMapTTL: time.Nanosecond})
+	ao := app.Options{Clock: fake, Log: log, SeatMapTTL: time.Nanosecond}
+	if o.App != nil {
+		o.App(&ao)
+	}
+	a, err := app.New(ctx, cfg, ao)
 	if err != nil {
 		cancel()
 		t.Fatalf("apptest: %v", err)

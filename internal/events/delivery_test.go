@@ -1,0 +1,274 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/events"
+	"berth.dev/berth/internal/outbox"
+)
+
+// crashOnce makes the relay fail between publishing and marking published
+// on its first `passes` passes, as a process killed there would, and
+// counts the booking events (what the consumers under test want) it did
+// that to.
+func crashOnce(passes int, crashed *atomic.Int64) func(*outbox.Relay) {
+	return func(r *outbox.Relay) {
+		var n atomic.Int64
+		r.AfterPublish = func(_ context.Context, msgs []outbox.Message) error {
+			if n.Add(1) <= int64(passes) {
+				for _, m := range msgs {
+					if strings.HasPrefix(m.Type, "booking.") {
+						crashed.Add(1)
+					}
+				}
+				return errors.New("injected crash after publish")
+			}
+			return nil
+		}
+	}
+}
+
+func TestCrashBetweenPublishAndMarkDeliversTwiceActsOnce(t *testing.T) {
+	t.Parallel()
+	for _, kafka := range []bool{true, false} {
+		name := "in-process"
+		if kafka {
+			name = "kafka"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, "")
+			reg := prometheus.NewRegistry()
+			d := e.dispatcher(reg)
+			rec := newRecorder("recorder")
+			consumers := []events.Consumer{events.Tickets{Clock: e.clock}, rec}
+			var crashed atomic.Int64
+			ids := e.workload(t, 30, 12, 4, nil) // a backlog, so the crashed passes carry events
+			var stop func()
+			if kafka {
+				stop = e.runKafka(t, newCluster(t), d, 1, consumers, crashOnce(3, &crashed))
+			} else {
+				stop = e.runInProcess(t, d, 1, consumers, crashOnce(3, &crashed))
+			}
+			e.waitDelivered(t, "recorder", time.Minute)
+			if crashed.Load() == 0 {
+				t.Fatal("no pass crashed")
+			}
+			// Every event of a crashed pass arrives again and is skipped
+			// (through Kafka, the later copies may still be on their way).
+			for _, c := range []string{"recorder", events.TicketsName} {
+				eventually(t, time.Minute, c+" did not see every crashed event again", func() bool {
+					return metric(t, reg, "berth_consumer_duplicates_total", c) >= float64(crashed.Load())
+				})
+			}
+			stop()
+			rec.check(t)
+			e.checkTickets(t)
+			if n := rec.handled.Load(); n != int64(len(ids)*12) {
+				t.Errorf("recorder processed %d events, want %d: each once", n, len(ids)*12)
+			}
+		})
+	}
+}
+
+// runInProcess runs n relays handing events to consumers in-process.
+func (e *env) runInProcess(t testing.TB, d *events.Dispatcher, relays int, consumers []events.Consumer, tweak func(*outbox.Relay)) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range relays {
+		r := &outbox.Relay{DB: e.pool, Pub: events.InProcess{D: d, Consumers: consumers}, Clock: e.clock, Log: e.log,
+			PollInterval: 20 * time.Millisecond, LanesPerPass: 4, BatchSize: 100, MaxBackoff: 50 * time.Millisecond}
+		if tweak != nil {
+			tweak(r)
+		}
+		wg.Go(func() { r.Run(ctx) })
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// flaky fails on one booking's events while broken.
+type flaky struct {
+	*recorder
+	booking int64
+	broken  atomic.Bool
+}
+
+func (f *flaky) Handle(ctx context.Context, tx pgx.Tx, e events.Event) error {
+	if e.BookingID == f.booking && f.broken.Load() {
+		return fmt.Errorf("downstream refuses booking %d", e.BookingID)
+	}
+	return f.recorder.Handle(ctx, tx, e)
+}
+
+func TestFailingConsumerParksOneBookingOthersGoOn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	reg := prometheus.NewRegistry()
+	d := e.dispatcher(reg)
+	ids := e.workload(t, 10, 12, 2, nil)
+	bad := &flaky{recorder: newRecorder("recorder"), booking: ids[3]}
+	bad.broken.Store(true)
+	consumers := []events.Consumer{events.Tickets{Clock: e.clock}, bad}
+	stop := e.runInProcess(t, d, 2, consumers, nil)
+	// Every event leaves the outbox (taken: processed or parked) ...
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var left int
+		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events still in the outbox: one failing booking blocks the others", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	// ... the failing booking's 12 events wait, in order, for that consumer only.
+	if n := e.parked(t); n != 12 {
+		t.Errorf("%d events parked, want booking %d's 12", n, ids[3])
+	}
+	if got := bad.handled.Load(); got != 9*12 {
+		t.Errorf("the failing consumer processed %d events, want the other 9 bookings' 108", got)
+	}
+	if f := metric(t, reg, "berth_consumer_failures_total", "recorder"); f < 2 {
+		t.Errorf("failures metric %v, want the attempts counted", f)
+	}
+	retrier := &events.Retrier{D: d, Consumers: consumers, BaseBackoff: time.Minute, MaxBackoff: time.Hour}
+	if n, err := retrier.Pass(context.Background()); err != nil || n != 0 {
+		t.Errorf("retrier tried %d before the backoff elapsed (%v)", n, err)
+	}
+	if g := metric(t, reg, "berth_consumer_parked_events", "recorder"); g != 12 {
+		t.Errorf("parked gauge %v, want 12", g)
+	}
+	// Still failing after the backoff: tried again, still parked, later.
+	e.clock.Advance(2 * time.Minute)
+	if n, err := retrier.Pass(context.Background()); err != nil || n != 1 {
+		t.Errorf("retrier tried %d (%v), want the head only", n, err)
+	}
+	var attempts int
+	var next time.Time
+	if err := e.pool.QueryRow(context.Background(), `SELECT attempts, next_attempt FROM consumer_parked ORDER BY seq LIMIT 1`).Scan(&attempts, &next); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 3 || !next.After(e.clock.Now()) {
+		t.Errorf("head: %d attempts, next at %s (now %s)", attempts, next, e.clock.Now())
+	}
+	// Repaired: the whole backlog of that booking goes through, in order.
+	bad.broken.Store(false)
+	e.clock.Advance(time.Hour)
+	if n, err := retrier.Pass(context.Background()); err != nil || n != 12 {
+		t.Errorf("retrier processed %d (%v), want 12", n, err)
+	}
+	if n := e.parked(t); n != 0 {
+		t.Errorf("%d still parked", n)
+	}
+	e.waitDelivered(t, "recorder", 10*time.Second)
+	bad.check(t)
+	e.checkTickets(t)
+}
+
+func TestBrokerDownBacklogGrowsServeAnswersThenDrains(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	c := newCluster(t)
+	rec := newRecorder("recorder")
+	s := apptest.Start(t, apptest.Options{DatabaseURL: e.url,
+		Config: func(cfg *config.Config) { cfg.KafkaBrokers = c.ListenAddrs() },
+		App: func(o *app.Options) {
+			o.Consumers = []events.Consumer{rec}
+			o.EventSettings = func(s *events.Settings) {
+				s.KafkaOpts = fastGroup
+				s.PublishTimeout = 2 * time.Second
+				s.PollInterval = 100 * time.Millisecond
+			}
+		}})
+	e.clock = s.Clock
+	e.life = s.App.Life
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 500_000, Seats: apptest.Seats(1, 10, "ABCDEF")})
+	customer := s.Token("customer", 42)
+	holdSeat := func(seat string) int64 {
+		r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: customer,
+			Body: map[string]any{"flightId": flightID, "fareClass": "ECONOMY", "seats": []string{seat}}})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("hold %s: %d %s", seat, r.Status, r.Body)
+		}
+		var b struct {
+			BookingID int64 `json:"bookingId"`
+		}
+		r.JSON(t, &b)
+		return b.BookingID
+	}
+	first := holdSeat("1A")
+	_ = first
+	e.waitDelivered(t, "recorder", time.Minute)
+
+	c.setDown(true)
+	published := metricApp(t, s, "berth_outbox_published_total")
+	var ids []int64
+	for _, seat := range apptest.Seats(2, 5, "ABCDEF") {
+		ids = append(ids, holdSeat(seat))
+	}
+	for i, id := range ids {
+		var err error
+		switch i % 3 {
+		case 0:
+			err = e.confirm(context.Background(), id)
+		case 1:
+			r := s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", id), Token: customer})
+			if r.Status != http.StatusOK {
+				t.Errorf("cancel %d while the broker is down: %d %s", id, r.Status, r.Body)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The relay tried, failed, and kept every event.
+	deadline := time.Now().Add(time.Minute)
+	for metricApp(t, s, "berth_outbox_publish_errors_total") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no failed publish while the broker was down")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var backlog int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&backlog); err != nil {
+		t.Fatal(err)
+	}
+	if want := len(ids) + len(ids)/3*2; backlog < want {
+		t.Errorf("backlog %d events while the broker is down, want at least %d", backlog, want)
+	}
+	if got := metricApp(t, s, "berth_outbox_published_total"); got != published {
+		t.Errorf("%v events reported published while the broker was down", got-published)
+	}
+	c.setDown(false)
+	e.waitDelivered(t, "recorder", 2*time.Minute)
+	rec.check(t)
+	e.checkTickets(t)
+}
+
+func metricApp(t testing.TB, s *apptest.Server, name string) float64 {
+	t.Helper()
+	return metric(t, s.App.Registry, name, "")
+}

@@ -1,0 +1,99 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/outbox"
+)
+
+// Tickets issues ticket numbers to confirmed flight bookings, one per seat
+// (or per unit of a quantity booking), and voids them when the booking is
+// cancelled. The ticket table's UNIQUE (booking_id, unit) makes a second
+// issue impossible even without the processed-event record.
+type Tickets struct {
+	Clock clock.Clock
+}
+
+// TicketsName is the tickets consumer's name.
+const TicketsName = "tickets"
+
+// Name implements Consumer.
+func (Tickets) Name() string { return TicketsName }
+
+// Wants takes every booking event: it follows each flight booking's
+// version, to recognise an older event arriving after a newer one.
+func (Tickets) Wants(e Event) bool { return strings.HasPrefix(e.Type, "booking.") }
+
+// Handle implements Consumer.
+func (t Tickets) Handle(ctx context.Context, tx pgx.Tx, e Event) error {
+	var v booking.View
+	if err := json.Unmarshal(e.Data, &v); err != nil {
+		return fmt.Errorf("decode booking: %w", err)
+	}
+	if v.Kind != booking.KindFlight {
+		return nil
+	}
+	// Only a newer version of the booking than any seen before acts.
+	tag, err := tx.Exec(ctx, `INSERT INTO ticket_booking (booking_id, version) VALUES ($1, $2)
+		ON CONFLICT (booking_id) DO UPDATE SET version = EXCLUDED.version
+		WHERE ticket_booking.version < EXCLUDED.version`, v.BookingID, v.Version)
+	if err != nil {
+		return fmt.Errorf("track booking %d version: %w", v.BookingID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
+	now := t.Clock.Now()
+	switch {
+	case v.Status == booking.Confirmed && e.Type == outbox.BookingConfirmed:
+		seats := v.Seats
+		if seats == nil {
+			seats = []string{}
+		}
+		// IATA-shaped numbers: a 3-digit carrier prefix and a 10-digit serial.
+		_, err := tx.Exec(ctx, `INSERT INTO ticket (number, booking_id, unit, seat_no, event_id, issued_at)
+			SELECT '999' || lpad(nextval('ticket_serial_seq')::text, 10, '0'), $1, u, ($2::text[])[u], $4, $5
+			FROM generate_series(1, $3::int) AS u
+			ON CONFLICT (booking_id, unit) DO NOTHING`, v.BookingID, seats, v.Quantity, e.ID, now)
+		if err != nil {
+			return fmt.Errorf("issue tickets of booking %d: %w", v.BookingID, err)
+		}
+	case !v.Status.Live():
+		_, err := tx.Exec(ctx, `UPDATE ticket SET status = 'VOID', voided_at = $2 WHERE booking_id = $1 AND status = 'ISSUED'`,
+			v.BookingID, now)
+		if err != nil {
+			return fmt.Errorf("void tickets of booking %d: %w", v.BookingID, err)
+		}
+	}
+	return nil
+}
+
+// Ticket is an issued (or voided) ticket.
+type Ticket struct {
+	Number    string
+	BookingID int64
+	Unit      int
+	SeatNo    string
+	Status    string
+}
+
+// TicketsOf returns booking id's tickets in unit order.
+func TicketsOf(ctx context.Context, db outbox.Querier, id int64) ([]Ticket, error) {
+	rows, err := db.Query(ctx, `SELECT number, booking_id, unit, coalesce(seat_no, ''), status FROM ticket
+		WHERE booking_id = $1 ORDER BY unit`, id)
+	if err != nil {
+		return nil, fmt.Errorf("tickets of booking %d: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Ticket])
+	if err != nil {
+		return nil, fmt.Errorf("tickets of booking %d: %w", id, err)
+	}
+	return out, nil
+}

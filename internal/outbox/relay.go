@@ -1,0 +1,309 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/pg"
+)
+
+// Publisher hands a batch of events on: to Kafka, or to the in-process
+// consumers. It returns nil only when every message has been taken (acked
+// by the brokers, or processed or parked by every consumer), in the
+// order given for each booking. On an error the relay publishes the whole
+// batch again later, so a publisher may see a message more than once.
+type Publisher interface {
+	Publish(ctx context.Context, msgs []Message) error
+}
+
+// Querier runs statements: a pool, a connection or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Channel is the LISTEN/NOTIFY channel that a trigger on the outbox
+// notifies when events commit.
+const Channel = "berth_outbox"
+
+// Relay publishes outbox events. Several relays may run, in one process or
+// many: a pass locks some of the outbox's lanes (FOR UPDATE SKIP LOCKED on
+// outbox_lane, so relays share the lanes and never wait for each other),
+// publishes the oldest unpublished events of those lanes in id order, marks
+// them published and commits, which releases the lanes. A booking's events
+// all go to one lane, so they are published by one relay at a time and in
+// the order written; the next relay to take the lane starts after the
+// previous one's marks committed.
+//
+// If the process dies between publishing and marking, the transaction rolls
+// back and the events are published again: delivery is at least once, and
+// consumers deduplicate by event id.
+type Relay struct {
+	DB      pg.Beginner
+	Pub     Publisher
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Metrics *Metrics
+	// Wake, when not nil, signals that events may have committed (the
+	// LISTEN/NOTIFY listener); the relay also polls every PollInterval.
+	Wake         <-chan struct{}
+	PollInterval time.Duration
+	// LanesPerPass and BatchSize bound one pass; PassTimeout bounds its
+	// time, publishing included.
+	LanesPerPass int
+	BatchSize    int
+	PassTimeout  time.Duration
+	// MaxBackoff caps the wait after a failed pass.
+	MaxBackoff time.Duration
+
+	// AfterPublish, when set, runs between publishing and marking
+	// published; an error from it rolls the pass back as a crash there
+	// would. It is a fault-injection point for tests; production leaves it
+	// nil.
+	AfterPublish func(ctx context.Context, msgs []Message) error
+}
+
+// Defaults for the zero values of a Relay's settings.
+const (
+	DefaultLanesPerPass = 8
+	DefaultBatchSize    = 500
+	DefaultPollInterval = time.Second
+)
+
+func (r *Relay) defaults() {
+	if r.LanesPerPass <= 0 {
+		r.LanesPerPass = DefaultLanesPerPass
+	}
+	if r.BatchSize <= 0 {
+		r.BatchSize = DefaultBatchSize
+	}
+	if r.PollInterval <= 0 {
+		r.PollInterval = DefaultPollInterval
+	}
+	if r.PassTimeout <= 0 {
+		r.PassTimeout = 30 * time.Second
+	}
+	if r.MaxBackoff <= 0 {
+		r.MaxBackoff = 10 * time.Second
+	}
+	if r.Log == nil {
+		r.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Run relays events until ctx ends: passes back to back while there is
+// work, then waits for a notification or the poll interval. After a failed
+// pass (broker down, database unreachable) it backs off exponentially.
+func (r *Relay) Run(ctx context.Context) {
+	r.defaults()
+	poll := time.NewTicker(r.PollInterval)
+	defer poll.Stop()
+	failures := 0
+	for ctx.Err() == nil {
+		n, err := r.Pass(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			wait := backoff(failures, 50*time.Millisecond, r.MaxBackoff)
+			r.Log.Warn("relay outbox events", "err", err, "retry_in", wait.String())
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			continue
+		}
+		failures = 0
+		if n > 0 {
+			continue // there may be more: drain before waiting
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.Wake:
+		case <-poll.C:
+		}
+	}
+}
+
+// backoff is base·2^(n-1), capped, with up to 25% jitter so that relays
+// that failed together do not retry together.
+func backoff(n int, base, maxWait time.Duration) time.Duration {
+	d := maxWait
+	if n < 30 {
+		d = min(base<<(n-1), maxWait)
+	}
+	return d - time.Duration(rand.Int64N(int64(d)/4+1))
+}
+
+// Pass publishes one batch: the oldest unpublished events of up to
+// LanesPerPass lanes that no other relay holds, at most BatchSize of them.
+// It returns how many it published.
+func (r *Relay) Pass(ctx context.Context) (int, error) {
+	r.defaults()
+	msgs, err := r.pass(ctx)
+	if r.Metrics != nil {
+		switch {
+		case err != nil:
+			r.Metrics.publishErrors.Inc()
+		case len(msgs) > 0:
+			r.Metrics.passes.Inc()
+			r.Metrics.published.Add(float64(len(msgs)))
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	return len(msgs), nil
+}
+
+func (r *Relay) pass(ctx context.Context) ([]Message, error) {
+	passCtx, cancel := context.WithTimeout(ctx, r.PassTimeout)
+	defer cancel()
+	tx, err := r.DB.Begin(passCtx)
+	if err != nil {
+		return nil, fmt.Errorf("relay: begin: %w", err)
+	}
+	defer func() {
+		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rbCtx)
+	}()
+	msgs, err := claim(passCtx, tx, r.LanesPerPass, r.BatchSize)
+	if err != nil || len(msgs) == 0 {
+		return nil, err
+	}
+	start := time.Now()
+	if err := r.Pub.Publish(passCtx, msgs); err != nil {
+		return nil, fmt.Errorf("publish %d events: %w", len(msgs), err)
+	}
+	publishTime := time.Since(start)
+	if r.AfterPublish != nil {
+		if err := r.AfterPublish(passCtx, msgs); err != nil {
+			return nil, err
+		}
+	}
+	// Once the events are out, marking them must not fail for want of
+	// time: that would only publish them again.
+	markCtx, cancelMark := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancelMark()
+	ids := make([]int64, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.Seq
+	}
+	now := r.Clock.Now()
+	if _, err := tx.Exec(markCtx, `UPDATE outbox SET published_at = $2 WHERE id = ANY($1)`, ids, now); err != nil {
+		return nil, fmt.Errorf("mark %d events published: %w", len(ids), err)
+	}
+	if err := tx.Commit(markCtx); err != nil {
+		return nil, fmt.Errorf("mark %d events published: commit: %w", len(ids), err)
+	}
+	if r.Metrics != nil {
+		r.Metrics.publishTime.Observe(publishTime.Seconds())
+		for _, m := range msgs {
+			r.Metrics.delay.Observe(max(now.Sub(m.Time).Seconds(), 0))
+		}
+	}
+	return msgs, nil
+}
+
+// claim locks up to lanes lanes that have unpublished events, oldest first,
+// skipping lanes other relays hold, and returns up to limit of their
+// unpublished events in id order. The events themselves are locked without
+// SKIP LOCKED: the lane lock already makes this relay their only publisher,
+// and skipping a row here could publish a booking's later event before an
+// earlier one.
+func claim(ctx context.Context, tx pgx.Tx, lanes, limit int) ([]Message, error) {
+	rows, err := tx.Query(ctx, `SELECT l.lane FROM outbox_lane l
+		CROSS JOIN LATERAL (SELECT o.id FROM outbox o WHERE o.lane = l.lane AND o.published_at IS NULL
+		                    ORDER BY o.id LIMIT 1) head
+		ORDER BY head.id LIMIT $1
+		FOR UPDATE OF l SKIP LOCKED`, lanes)
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox lanes: %w", err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[int16])
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox lanes: %w", err)
+	}
+	if len(held) == 0 {
+		return nil, nil
+	}
+	rows, err = tx.Query(ctx, `SELECT id, event_id::text, booking_id, type, payload, created_at FROM outbox
+		WHERE lane = ANY($1) AND published_at IS NULL
+		ORDER BY id LIMIT $2
+		FOR UPDATE`, held, limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox events: %w", err)
+	}
+	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) {
+		var m Message
+		err := row.Scan(&m.Seq, &m.EventID, &m.BookingID, &m.Type, &m.Payload, &m.Time)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox events: %w", err)
+	}
+	return msgs, nil
+}
+
+// Listen holds a connection LISTENing on Channel and calls notify on every
+// notification, and once after each (re)connection, since
+// events may have committed while it was away. It reconnects with backoff
+// until ctx ends. connect opens a dedicated connection (not one from a pool:
+// it stays busy waiting).
+// notify must not block.
+func Listen(ctx context.Context, connect func(context.Context) (*pgx.Conn, error), notify func(), log *slog.Logger) {
+	signal := notify
+	failures := 0
+	for ctx.Err() == nil {
+		err := listenOnce(ctx, connect, signal)
+		if ctx.Err() != nil {
+			return
+		}
+		failures++
+		wait := backoff(failures, 100*time.Millisecond, 10*time.Second)
+		log.Warn("outbox listener lost its connection; polling meanwhile", "err", err, "retry_in", wait.String())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func listenOnce(ctx context.Context, connect func(context.Context) (*pgx.Conn, error), signal func()) error {
+	conn, err := connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return fmt.Errorf("listen %s: %w", Channel, err)
+	}
+	signal()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return err
+			}
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		signal()
+	}
+}
