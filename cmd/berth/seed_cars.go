@@ -42,6 +42,6 @@ func seedCars(ctx context.Context, pool *pgxpool.Pool, c seed.Cars, stdout io.Wr
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "seeded %d cars with %d bookings\n", cars, bookings)
-	return nil
+	_, err = fmt.Fprintf(stdout, "seeded %d cars with %d bookings\n", cars, bookings)
+	return err
 }

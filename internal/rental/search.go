@@ -80,7 +80,7 @@ func (s *Service) search(ctx context.Context, q SearchQuery, now time.Time) (*Se
 		WHERE c.city = $1 AND c.id > $2
 		  AND NOT EXISTS (SELECT 1 FROM booking b
 			WHERE b.car_id = c.id AND b.status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
-			  AND b.blocked && tstzrange($3, $4 + c.turnaround, '[)')
+			  AND b.blocked && tstzrange($3::timestamptz, $4::timestamptz + c.turnaround, '[)')
 			  AND NOT (b.status = 'HELD' AND b.hold_expires_at <= $5))
 		ORDER BY c.id
 		LIMIT $6`, q.City, q.After, q.From, q.To, now, q.Limit+1)
