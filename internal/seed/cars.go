@@ -239,7 +239,7 @@ func copyCarBookings(ctx context.Context, pool *pgxpool.Pool, plan []plannedCar,
 						}
 						pending = history(c, plan[ci], ci, totalWeight, rule)
 						ci++
-						if ci%1000 == 0 {
+						if ci%5000 == 0 {
 							progress(c.Progress, "car bookings: %d written, %s\n", written.Load(),
 								time.Since(start).Round(time.Second))
 						}
