@@ -45,7 +45,6 @@ type App struct {
 	Log      *slog.Logger
 	Pool     *pgxpool.Pool
 	Flights  *flight.Service
-	Cars     *rental.Service
 	Life     *booking.Lifecycle
 	Sweeper  *booking.Sweeper
 	API      *httpapi.Server
@@ -88,10 +87,10 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		booking.KindFlight: a.Flights.Inventory(),
 		booking.KindCar:    rental.Inventory{},
 	})
-	a.Cars = rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, SearchTTL: 30 * time.Second})
+	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, SearchTTL: 30 * time.Second})
 	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, cfg.SweepInterval, o.Registry)
 	a.API = httpapi.New(httpapi.Deps{
-		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Cars: a.Cars, Lifecycle: a.Life,
+		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Cars: cars, Lifecycle: a.Life,
 		AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry,
 	})
 	return a, nil
