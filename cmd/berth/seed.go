@@ -24,9 +24,12 @@ func seedCmd(ctx context.Context, args []string, getenv func(string) string, std
 	start := fs.String("start", f.Start.Format(time.DateOnly), "first day of the schedule")
 	fs.Uint64Var(&f.Seed, "seed", f.Seed, "random seed; the same seed loads the same schedule")
 	fs.IntVar(&f.Workers, "workers", f.Workers, "parallel COPY streams")
+	c := seed.CarDefaults(now)
+	carFlags(fs, &c)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	c.Seed, c.Workers = f.Seed, f.Workers
 	if *url == "" {
 		return fmt.Errorf("BERTH_DATABASE_URL: is required")
 	}
@@ -39,13 +42,15 @@ func seedCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer pool.Close()
-	f.Progress = stderr
-	flights, seats, err := seed.LoadFlights(ctx, pool, f)
-	if err != nil {
-		return err
+	f.Progress, c.Progress = stderr, stderr
+	if f.Days > 0 && f.PerDay > 0 {
+		flights, seats, err := seed.LoadFlights(ctx, pool, f)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "seeded %d flights with %d seats\n", flights, seats)
 	}
-	fmt.Fprintf(stdout, "seeded %d flights with %d seats\n", flights, seats)
-	return nil
+	return seedCars(ctx, pool, c, stdout)
 }
 
 func auditCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {

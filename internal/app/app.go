@@ -25,6 +25,7 @@ import (
 	"berth.dev/berth/internal/flight"
 	"berth.dev/berth/internal/httpapi"
 	"berth.dev/berth/internal/pg"
+	"berth.dev/berth/internal/rental"
 )
 
 // Options are what New needs beyond the settings. Zero values take the real
@@ -95,14 +96,16 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	})
 	a.Life = booking.NewLifecycle(o.Clock, map[booking.Kind]booking.Inventory{
 		booking.KindFlight: a.Flights.Inventory(),
+		booking.KindCar:    rental.Inventory{},
 	})
+	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, SearchTTL: 30 * time.Second})
 	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, cfg.SweepInterval, o.Registry)
 	if err := a.wireEvents(o); err != nil {
 		pool.Close()
 		return nil, err
 	}
 	a.API = httpapi.New(httpapi.Deps{
-		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Lifecycle: a.Life,
+		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Cars: cars, Lifecycle: a.Life,
 		AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry,
 		Ready: a.eventChecks(),
 	})

@@ -86,6 +86,24 @@ var checks = []check{
 		FROM fare_bucket b FULL JOIN live l USING (flight_id, fare_class, bucket)
 		WHERE coalesce(b.sold, 0) <> coalesce(l.sold, 0) OR coalesce(b.held, 0) <> coalesce(l.held, 0)
 			OR b.quota IS NULL OR b.sold + b.held > b.quota`},
+	// Recomputed from each booking's period and its car's turnaround, not
+	// from the blocked column the constraint uses, so that a wrong trigger
+	// or a dropped constraint shows here.
+	{id: "I3", name: "cars: no two live bookings of one car overlap, turnaround included", args: none, query: `
+		WITH live AS (
+			SELECT b.id, b.car_id, b.status, b.period, c.turnaround,
+				tstzrange(lower(b.period), upper(b.period) + c.turnaround, '[)') AS span
+			FROM booking b JOIN car c ON c.id = b.car_id
+			WHERE b.kind = 'car' AND b.status IN ('HELD', 'CONFIRMED', 'ON_TRIP'))
+		SELECT format('car %s: booking %s (%s, %s) and booking %s (%s, %s) overlap with the turnaround of %s',
+			x.car_id, x.id, x.status, x.period, y.id, y.status, y.period, x.turnaround)
+		FROM live x JOIN live y ON y.car_id = x.car_id AND y.id > x.id AND y.span && x.span
+		UNION ALL
+		SELECT format('booking %s of car %s blocks %s, not its period %s plus the turnaround %s',
+			b.id, b.car_id, b.blocked, b.period, coalesce(c.turnaround::text, '(no such car)'))
+		FROM booking b LEFT JOIN car c ON c.id = b.car_id
+		WHERE b.kind = 'car' AND (c.id IS NULL
+			OR b.blocked IS DISTINCT FROM tstzrange(lower(b.period), upper(b.period) + c.turnaround, '[)'))`},
 	i6,
 	{id: "I7", name: "no HELD booking stays past its expiry plus one sweep interval", args: nowAndInterval, query: `
 		SELECT format('booking %s held until %s', id, hold_expires_at)

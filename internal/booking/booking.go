@@ -76,13 +76,21 @@ type Booking struct {
 	Version      int
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+
+	CarID int64
+	// From and To are the rented period [From, To); StartsAt is From.
+	From, To    time.Time
+	RentalPrice int64
+	// Zone is the UTC offset the client wrote its times in, which every
+	// answer about the booking renders them in; nil renders in UTC.
+	Zone *time.Location
 }
 
 // Columns is the select list that Scan reads, in order. Statements that
 // return a booking use "RETURNING " + Columns.
 const Columns = `id, kind, status, customer_id, host_id, amount, currency, hold_expires_at, starts_at,
 	refund_rule, flight_id, fare_class, seats, quantity, cancel_reason, refund_amount, version,
-	created_at, updated_at, fare_bucket`
+	created_at, updated_at, fare_bucket, car_id, lower(period), upper(period), rental_price, utc_offset`
 
 // Scan reads one row of Columns.
 func Scan(row pgx.Row) (*Booking, error) {
@@ -95,10 +103,15 @@ func Scan(row pgx.Row) (*Booking, error) {
 		cancelReason *string
 		fareBucket   *int16
 		rule         []byte
+		carID        *int64
+		from, to     *time.Time
+		rentalPrice  *int64
+		utcOffset    *int32
 	)
 	err := row.Scan(&b.ID, &b.Kind, &b.Status, &b.CustomerID, &hostID, &b.Amount, &b.Currency,
 		&b.HoldExpiresAt, &b.StartsAt, &rule, &flightID, &fareClass, &b.Seats, &quantity,
-		&cancelReason, &b.RefundAmount, &b.Version, &b.CreatedAt, &b.UpdatedAt, &fareBucket)
+		&cancelReason, &b.RefundAmount, &b.Version, &b.CreatedAt, &b.UpdatedAt, &fareBucket,
+		&carID, &from, &to, &rentalPrice, &utcOffset)
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +124,12 @@ func Scan(row pgx.Row) (*Booking, error) {
 	b.Quantity = deref(quantity)
 	b.CancelReason = deref(cancelReason)
 	b.FareBucket = deref(fareBucket)
+	b.CarID = deref(carID)
+	b.From, b.To = deref(from), deref(to)
+	b.RentalPrice = deref(rentalPrice)
+	if utcOffset != nil {
+		b.Zone = time.FixedZone("", int(*utcOffset))
+	}
 	return &b, nil
 }
 
@@ -138,13 +157,22 @@ type View struct {
 	PaymentURL    string     `json:"paymentUrl,omitempty"`
 	RefundAmount  *int64     `json:"refundAmount,omitempty"`
 	CancelReason  string     `json:"cancelReason,omitempty"`
+	CarID         int64      `json:"carId,omitempty"`
+	From          *time.Time `json:"from,omitempty"`
+	To            *time.Time `json:"to,omitempty"`
+	Deposit       *int64     `json:"deposit,omitempty"`
+	RentalPrice   *int64     `json:"rentalPrice,omitempty"`
 	Version       int        `json:"version"`
 	CreatedAt     time.Time  `json:"createdAt"`
 	UpdatedAt     time.Time  `json:"updatedAt"`
 }
 
-// View returns b as API.md shows it.
+// View returns b as API.md shows it, its times in b.Zone.
 func (b *Booking) View() View {
+	zone := b.Zone
+	if zone == nil {
+		zone = time.UTC
+	}
 	v := View{
 		BookingID:    b.ID,
 		Kind:         b.Kind,
@@ -155,11 +183,11 @@ func (b *Booking) View() View {
 		RefundAmount: b.RefundAmount,
 		CancelReason: b.CancelReason,
 		Version:      b.Version,
-		CreatedAt:    b.CreatedAt.UTC(),
-		UpdatedAt:    b.UpdatedAt.UTC(),
+		CreatedAt:    b.CreatedAt.In(zone),
+		UpdatedAt:    b.UpdatedAt.In(zone),
 	}
 	if b.Status == Held {
-		t := b.HoldExpiresAt.UTC()
+		t := b.HoldExpiresAt.In(zone)
 		v.HoldExpiresAt = &t
 		v.PaymentURL = fmt.Sprintf("/bookings/%d/payments", b.ID)
 	}
@@ -168,6 +196,10 @@ func (b *Booking) View() View {
 		v.FareClass = b.FareClass
 		v.Seats = b.Seats
 		v.Quantity = b.Quantity
+	}
+	if b.Kind == KindCar {
+		from, to, deposit, price := b.From.In(zone), b.To.In(zone), b.Amount, b.RentalPrice
+		v.CarID, v.From, v.To, v.Deposit, v.RentalPrice = b.CarID, &from, &to, &deposit, &price
 	}
 	return v
 }

@@ -196,12 +196,37 @@ func (l *Lifecycle) ExpireOne(ctx context.Context, db pg.Beginner) (bool, error)
 			return fmt.Errorf("expire a hold: %w", err)
 		}
 		found = true
-		if err := l.release(ctx, tx, b, Held); err != nil {
-			return err
-		}
-		return Record(ctx, tx, b, now)
+		return l.expired(ctx, tx, b, now)
 	})
 	return found, err
+}
+
+// ExpireTx expires booking id within tx if it is still HELD and its hold
+// ran out at now, exactly as the sweeper would: the compare-and-set, the
+// release of what it held, its event. It reports false, and changes
+// nothing, when the booking is not HELD or not yet due. A new hold uses it
+// to clear a stale hold in its way without waiting for the sweeper
+// (DESIGN.md race 2).
+func (l *Lifecycle) ExpireTx(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (bool, error) {
+	b, err := Scan(tx.QueryRow(ctx, `UPDATE booking
+		SET status = 'EXPIRED', version = version + 1, updated_at = $2
+		WHERE id = $1 AND status = 'HELD' AND hold_expires_at <= $2
+		RETURNING `+Columns, id, now))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("expire booking %d: %w", id, err)
+	}
+	return true, l.expired(ctx, tx, b, now)
+}
+
+// expired releases what b held and records that it expired.
+func (l *Lifecycle) expired(ctx context.Context, tx pgx.Tx, b *Booking, now time.Time) error {
+	if err := l.release(ctx, tx, b, Held); err != nil {
+		return err
+	}
+	return Record(ctx, tx, b, now)
 }
 
 // Confirm moves a HELD booking to CONFIRMED because a charge of amount in

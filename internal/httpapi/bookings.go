@@ -17,12 +17,19 @@ type createBookingRequest struct {
 	FareClass string   `json:"fareClass"`
 	Seats     []string `json:"seats"`
 	Quantity  *int     `json:"quantity"`
+	// A car booking (cars.go).
+	CarID *int64 `json:"carId"`
+	From  string `json:"from"`
+	To    string `json:"to"`
 }
 
 func (s *Server) createBooking(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
 	var req createBookingRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
+	}
+	if req.CarID != nil || req.From != "" || req.To != "" {
+		return s.createCarBooking(w, r, c, req)
 	}
 	if req.FlightID == nil {
 		return fault.Invalid("flightId", "is required")

@@ -22,6 +22,7 @@ import (
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
+	"berth.dev/berth/internal/rental"
 )
 
 // Deps is what the API serves from.
@@ -30,6 +31,7 @@ type Deps struct {
 	Clock      clock.Clock
 	Pool       *pgxpool.Pool
 	Flights    *flight.Service
+	Cars       *rental.Service
 	Lifecycle  *booking.Lifecycle
 	AuthSecret []byte
 	// Ready lists the dependencies /readyz checks besides the database.
@@ -68,6 +70,7 @@ func (s *Server) routes() {
 	s.handle("GET /bookings/{id}", anyRole, s.getBooking)
 	s.handle("DELETE /bookings/{id}", anyRole, s.cancelBooking)
 	s.handle("POST /bookings/{id}/cancel", anyRole, s.cancelBooking)
+	s.carRoutes()
 }
 
 // access says who may call a route: nobody needs a token (nil), any valid

@@ -1,0 +1,235 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/rental"
+)
+
+// carRoutes adds the car rental routes (API.md, "Cars"; the car branch of
+// POST /bookings is in createBooking).
+func (s *Server) carRoutes() {
+	s.handle("GET /cars", public, s.searchCars)
+	s.handle("GET /cars/{id}", public, s.getCar)
+	s.handle("GET /cars/{id}/calendar", public, s.carCalendar)
+	s.handle("POST /host/cars", roles(auth.Host, auth.Admin), s.createCar)
+	// Only the car's host or an admin hands cars over; a customer is
+	// refused by role before anything is looked up.
+	s.handle("POST /bookings/{id}/pickup", roles(auth.Host, auth.Admin), s.moveCarBooking(booking.Confirmed, booking.OnTrip))
+	s.handle("POST /bookings/{id}/return", roles(auth.Host, auth.Admin), s.moveCarBooking(booking.OnTrip, booking.Completed))
+}
+
+type carView struct {
+	ID         int64  `json:"id"`
+	Model      string `json:"model"`
+	City       string `json:"city"`
+	DailyPrice int64  `json:"dailyPrice"`
+	Deposit    int64  `json:"deposit"`
+	Currency   string `json:"currency"`
+	Turnaround string `json:"turnaround"`
+	// Only for the host who listed it.
+	Plate  string `json:"plate,omitempty"`
+	HostID int64  `json:"hostId,omitempty"`
+}
+
+func viewCar(c *rental.Car, host bool) carView {
+	v := carView{ID: c.ID, Model: c.Model, City: c.City, DailyPrice: c.DailyPrice, Deposit: c.Deposit,
+		Currency: c.Currency, Turnaround: rental.FormatTurnaround(c.Turnaround)}
+	if host {
+		v.Plate, v.HostID = c.Plate, c.HostID
+	}
+	return v
+}
+
+type createCarRequest struct {
+	Plate      string `json:"plate"`
+	Model      string `json:"model"`
+	City       string `json:"city"`
+	DailyPrice int64  `json:"dailyPrice"`
+	Deposit    int64  `json:"deposit"`
+	Currency   string `json:"currency"`
+	Turnaround string `json:"turnaround"`
+}
+
+func (s *Server) createCar(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+	var req createCarRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	nc := rental.NewCar{HostID: c.ID, Plate: req.Plate, Model: req.Model, City: req.City,
+		DailyPrice: req.DailyPrice, Deposit: req.Deposit, Currency: req.Currency}
+	if req.Turnaround != "" {
+		d, err := time.ParseDuration(req.Turnaround)
+		if err != nil {
+			return fault.Invalid("turnaround", "%q is not a duration like 2h or 90m", req.Turnaround)
+		}
+		nc.Turnaround = d
+	}
+	car, err := s.Cars.Create(r.Context(), nc)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", fmt.Sprintf("/cars/%d", car.ID))
+	writeJSON(w, http.StatusCreated, viewCar(car, true))
+	return nil
+}
+
+func (s *Server) getCar(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+	id, err := pathID(r, "car")
+	if err != nil {
+		return err
+	}
+	car, err := s.Cars.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewCar(car, false))
+	return nil
+}
+
+// searchCars answers GET /cars?city=&from=&to=, a page at a time: limit
+// (default 100, at most 500) cars in id order, after= the last id of the
+// previous page, and nextAfter in the answer while there may be more.
+func (s *Server) searchCars(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+	q := r.URL.Query()
+	sq := rental.SearchQuery{City: strings.ToUpper(q.Get("city"))}
+	var err error
+	if sq.From, err = parseTime("from", q.Get("from")); err != nil {
+		return err
+	}
+	if sq.To, err = parseTime("to", q.Get("to")); err != nil {
+		return err
+	}
+	if v := q.Get("limit"); v != "" {
+		if sq.Limit, err = strconv.Atoi(v); err != nil || sq.Limit < 1 {
+			return fault.Invalid("limit", "must be between 1 and %d", rental.MaxSearchLimit)
+		}
+	}
+	if v := q.Get("after"); v != "" {
+		if sq.After, err = strconv.ParseInt(v, 10, 64); err != nil || sq.After < 0 {
+			return fault.Invalid("after", "must be a car id")
+		}
+	}
+	res, err := s.Cars.Search(r.Context(), sq)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Cars      []carView `json:"cars"`
+		NextAfter int64     `json:"nextAfter,omitempty"`
+	}{Cars: make([]carView, 0, len(res.Cars))}
+	for _, c := range res.Cars {
+		out.Cars = append(out.Cars, viewCar(c, false))
+	}
+	if res.More {
+		out.NextAfter = res.Cars[len(res.Cars)-1].ID
+	}
+	w.Header().Set("Cache-Control", "public, max-age=30")
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// carCalendar answers GET /cars/{id}/calendar?from=&to= with the busy
+// times in from's offset.
+func (s *Server) carCalendar(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+	id, err := pathID(r, "car")
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	from, err := parseTime("from", q.Get("from"))
+	if err != nil {
+		return err
+	}
+	to, err := parseTime("to", q.Get("to"))
+	if err != nil {
+		return err
+	}
+	busy, err := s.Cars.Calendar(r.Context(), id, from, to)
+	if err != nil {
+		return err
+	}
+	type span struct {
+		From time.Time `json:"from"`
+		To   time.Time `json:"to"`
+	}
+	out := make([]span, 0, len(busy))
+	for _, b := range busy {
+		out = append(out, span{From: b.From.In(from.Location()), To: b.To.In(from.Location())})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"carId": id, "busy": out})
+	return nil
+}
+
+// createCarBooking is the car branch of POST /bookings: {"carId", "from",
+// "to"}, with a required Idempotency-Key.
+func (s *Server) createCarBooking(w http.ResponseWriter, r *http.Request, c booking.Caller, req createBookingRequest) error {
+	if err := checkCarIdempotencyKey(r); err != nil {
+		return err
+	}
+	switch {
+	case req.FlightID != nil || req.FareClass != "" || req.Seats != nil || req.Quantity != nil:
+		return fault.Invalid("carId", "a booking is for a car or for a flight, not both")
+	case req.CarID == nil:
+		return fault.Invalid("carId", "is required")
+	}
+	hr := rental.HoldRequest{CustomerID: c.ID, CarID: *req.CarID}
+	var err error
+	if hr.From, err = parseTime("from", req.From); err != nil {
+		return err
+	}
+	if hr.To, err = parseTime("to", req.To); err != nil {
+		return err
+	}
+	b, err := s.Cars.Hold(r.Context(), hr)
+	s.metrics.hold(string(booking.KindCar), err)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", fmt.Sprintf("/bookings/%d", b.ID))
+	writeJSON(w, http.StatusCreated, b.View())
+	return nil
+}
+
+// checkCarIdempotencyKey requires the Idempotency-Key header of a car
+// booking: 1–255 printable ASCII characters (API.md). Remembering and
+// replaying answers by key is the Idempotency-Key middleware's job.
+func checkCarIdempotencyKey(r *http.Request) error {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return fault.New(fault.InvalidRequest, "a car booking needs an Idempotency-Key header")
+	}
+	if len(key) > 255 {
+		return fault.New(fault.InvalidRequest, "the Idempotency-Key header is longer than 255 characters")
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return fault.New(fault.InvalidRequest, "the Idempotency-Key header must be printable ASCII")
+		}
+	}
+	return nil
+}
+
+// moveCarBooking hands a car over: pickup (CONFIRMED → ON_TRIP) or return
+// (ON_TRIP → COMPLETED), by the car's host or an admin.
+func (s *Server) moveCarBooking(from, to booking.Status) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+		id, err := pathID(r, "booking")
+		if err != nil {
+			return err
+		}
+		b, err := s.Lifecycle.Move(r.Context(), s.Pool, c, id, from, to)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, b.View())
+		return nil
+	}
+}

@@ -1,0 +1,185 @@
+package rental
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/pg"
+	"berth.dev/berth/internal/policy"
+)
+
+// Limits of one rental.
+const (
+	// MaxPeriod is the longest period one booking (or search) may cover.
+	MaxPeriod = 90 * 24 * time.Hour
+	// MaxAdvance is how far ahead of now a rental may start.
+	MaxAdvance = 366 * 24 * time.Hour
+	// maxOffset is the largest UTC offset PostgreSQL and RFC 3339 agree on.
+	maxOffset = 18 * time.Hour
+)
+
+// HoldRequest asks to hold a car for the period [From, To). The times keep
+// the offset the client wrote them with: the booking renders its times in
+// From's offset from then on.
+type HoldRequest struct {
+	CustomerID int64
+	CarID      int64
+	From, To   time.Time
+}
+
+// Validate checks the request on its own, before any database work, at the
+// server's time now, and truncates the times to the microseconds PostgreSQL
+// keeps, so that the price is computed from the period stored. Returns
+// fault.ValidationFailed naming the field.
+func (r *HoldRequest) Validate(now time.Time) error {
+	if r.CarID <= 0 {
+		return fault.Invalid("carId", "must be a car id")
+	}
+	r.From, r.To = r.From.Truncate(time.Microsecond), r.To.Truncate(time.Microsecond)
+	return validPeriod(r.From, r.To, now)
+}
+
+// validPeriod checks a rental period (of a hold or a search) at now.
+func validPeriod(from, to, now time.Time) error {
+	if err := validOffset("from", from); err != nil {
+		return err
+	}
+	if err := validOffset("to", to); err != nil {
+		return err
+	}
+	switch {
+	case !to.After(from):
+		return fault.Invalid("to", "must be after from")
+	case from.Before(now):
+		return fault.Invalid("from", "%s is in the past", from.Format(time.RFC3339))
+	case from.After(now.Add(MaxAdvance)):
+		return fault.Invalid("from", "must be within %d days from now", MaxAdvance/(24*time.Hour))
+	case to.Sub(from) > MaxPeriod:
+		return fault.Invalid("to", "a rental lasts at most %d days", MaxPeriod/(24*time.Hour))
+	}
+	return nil
+}
+
+func validOffset(field string, t time.Time) error {
+	if _, off := t.Zone(); time.Duration(off)*time.Second > maxOffset || time.Duration(-off)*time.Second > maxOffset {
+		return fault.Invalid(field, "the UTC offset must be between -18:00 and +18:00")
+	}
+	return nil
+}
+
+// RentalPrice is what renting at daily for [from, to) costs: the daily
+// price times the started 24-hour periods. A rental of 24 hours and one
+// minute costs two days.
+func RentalPrice(daily int64, from, to time.Time) int64 {
+	const day = 24 * time.Hour
+	return daily * int64((to.Sub(from)+day-1)/day)
+}
+
+// Hold holds a car in its own transaction. See HoldTx.
+func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
+	if err := r.Validate(s.clock.Now()); err != nil {
+		return nil, err
+	}
+	var b *booking.Booking
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		b, err = HoldTx(ctx, tx, s.life, r, s.clock.Now(), s.holdTTL)
+		return err
+	})
+	return b, err
+}
+
+// HoldTx holds car r.CarID for r's period within tx: a HELD booking whose
+// amount is the car's deposit, priced, with the car rental refund rule
+// copied onto it, expiring ttl after now (or at pickup, if sooner).
+//
+// The exclusion constraint decides whether the car is free; nothing here
+// reads the calendar to decide it. Before inserting, the car's holds that
+// overlap the period and whose time is up are expired through life, in tx,
+// so that a stale hold never blocks the calendar until the sweeper comes
+// (DESIGN.md race 2).
+//
+// The car row is locked first. That lock is not what prevents double
+// booking (the constraint is); it queues the holds of one car, so that
+// competing inserts do not wait on each other's uncommitted index entries,
+// which PostgreSQL can only resolve by aborting one of them as a deadlock
+// a second later.
+//
+// Returns fault.ValidationFailed (unknown car) or fault.CarUnavailable.
+func HoldTx(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldRequest, now time.Time, ttl time.Duration) (*booking.Booking, error) {
+	var (
+		hostID, daily, deposit int64
+		currency               string
+		turnaround             time.Duration
+	)
+	err := tx.QueryRow(ctx, `SELECT host_id, daily_price, deposit, currency, turnaround
+		FROM car WHERE id = $1 FOR NO KEY UPDATE`, r.CarID).Scan(&hostID, &daily, &deposit, &currency, &turnaround)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fault.Invalid("carId", "no car %d", r.CarID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hold car %d: %w", r.CarID, err)
+	}
+	if err := expireStale(ctx, tx, life, r, turnaround, now); err != nil {
+		return nil, err
+	}
+	expires := now.Add(ttl)
+	if expires.After(r.From) {
+		expires = r.From
+	}
+	rule, err := json.Marshal(policy.CarRental)
+	if err != nil {
+		return nil, err
+	}
+	_, offset := r.From.Zone()
+	b, err := booking.Scan(tx.QueryRow(ctx, `INSERT INTO booking (kind, status, customer_id, host_id, amount, currency,
+			hold_expires_at, starts_at, refund_rule, car_id, period, rental_price, utc_offset, created_at, updated_at)
+		VALUES ('car', 'HELD', $1, $2, $3, $4, $5, $6, $7, $8, tstzrange($6, $9, '[)'), $10, $11, $12, $12)
+		RETURNING `+booking.Columns,
+		r.CustomerID, hostID, deposit, currency, expires, r.From, rule, r.CarID, r.To,
+		RentalPrice(daily, r.From, r.To), offset, now))
+	switch {
+	case pg.Violates(err, "booking_car_no_overlap"):
+		return nil, &fault.Error{Code: fault.CarUnavailable, Err: err,
+			Detail: fmt.Sprintf("car %d is booked (or blocked by its turnaround) in an overlapping period", r.CarID)}
+	case pg.Violates(err, "booking_car_fkey"):
+		return nil, fault.Invalid("carId", "no car %d", r.CarID)
+	case err != nil:
+		return nil, fmt.Errorf("hold car %d: %w", r.CarID, err)
+	}
+	if err := booking.Record(ctx, tx, b, now); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// expireStale expires, in tx, the car's HELD bookings whose hold ran out by
+// now and whose blocked range overlaps what r would block. They are taken
+// in id order, so that two holds clearing the same stale holds lock them in
+// the same order.
+func expireStale(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldRequest, turnaround time.Duration, now time.Time) error {
+	rows, err := tx.Query(ctx, `SELECT id FROM booking
+		WHERE car_id = $1 AND status = 'HELD' AND hold_expires_at <= $2
+		  AND blocked && tstzrange($3::timestamptz, $4::timestamptz + $5::interval, '[)')
+		ORDER BY id`, r.CarID, now, r.From, r.To, turnaround)
+	if err != nil {
+		return fmt.Errorf("find stale holds of car %d: %w", r.CarID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("find stale holds of car %d: %w", r.CarID, err)
+	}
+	for _, id := range ids {
+		if _, err := life.ExpireTx(ctx, tx, id, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,462 @@
+package rental_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/pg/pgtest"
+)
+
+// The car document's race, harder: 100 customers release together, through
+// two berth processes sharing one database, to book the same car for
+// periods that all overlap. Exactly one gets it.
+func TestOneCarHundredCustomersTwoProcesses(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewURL(t)
+	a := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=20")
+	b := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=20")
+	now := time.Now()
+	c := listCar(t, a.URL, apptest.Token(t, "host", 77, now), 77, "HN", "2h")
+
+	const customers = 100
+	tokens := make([]string, customers)
+	for i := range tokens {
+		tokens[i] = apptest.Token(t, "customer", int64(1000+i), now)
+	}
+	pickup := now.Add(72 * time.Hour).Truncate(time.Hour).In(ict)
+	rs := race(customers, func(i int) *apptest.Response {
+		base := a.URL
+		if i%2 == 1 {
+			base = b.URL
+		}
+		// Every period overlaps every other: they start ten minutes apart
+		// and last two days.
+		from := pickup.Add(time.Duration(i) * 10 * time.Minute)
+		return bookCar(t, base, tokens[i], c.ID, from, from.Add(48*time.Hour))
+	})
+	got := countCodes(rs)
+	if got["201"] != 1 || got["409 car_unavailable"] != customers-1 {
+		t.Fatalf("answers = %v, want exactly one 201 and %d 409 car_unavailable", got, customers-1)
+	}
+	var winner int64
+	for _, r := range rs {
+		if r.Status == http.StatusCreated {
+			winner = int64(r.Map(t)["bookingId"].(float64))
+		}
+	}
+	pool := pgtest.Open(t, dbURL)
+	var rows, live int
+	var liveID int64
+	if err := pool.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE status = 'HELD'),
+			coalesce(max(id) FILTER (WHERE status = 'HELD'), 0) FROM booking WHERE car_id = $1`, c.ID).
+		Scan(&rows, &live, &liveID); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || live != 1 || liveID != winner {
+		t.Errorf("the database has %d bookings of the car, %d held (id %d), want exactly the winner %d", rows, live, liveID, winner)
+	}
+	var events int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if events != 1 {
+		t.Errorf("%d events written, want the winner's booking.held only", events)
+	}
+	mustAudit(t, pool, time.Now())
+}
+
+// Periods are [from, to): a rental ending at 20:00 and one starting at
+// 20:00 do not overlap; with a 2-hour turnaround the next must start at
+// 22:00 or later, and the one before must end by 06:00 for an 08:00 pickup.
+func TestPeriodsAreHalfOpenAndTurnaroundBlocks(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+
+	free := e.listCar("HN", "0s")
+	e.book(1, free.ID, at(10, 8, 0), at(10, 20, 0))
+	if r := bookCar(t, e.s.URL, e.s.Token("customer", 2), free.ID, at(10, 19, 59), at(11, 8, 0)); r.Status != http.StatusConflict || r.Code() != "car_unavailable" {
+		t.Errorf("19:59 on a car without turnaround: %d %s, want 409 car_unavailable", r.Status, r.Body)
+	}
+	e.book(2, free.ID, at(10, 20, 0), at(11, 8, 0))
+
+	buffered := e.listCar("HN", "2h")
+	e.book(1, buffered.ID, at(10, 8, 0), at(10, 20, 0))
+	before := snapshot(t, e.pool())
+	for _, p := range [][2]time.Time{
+		{at(10, 21, 59), at(11, 8, 0)}, // inside the turnaround after 20:00
+		{at(10, 20, 0), at(10, 21, 0)}, // a short rental in the turnaround
+		{at(9, 20, 0), at(10, 6, 1)},   // its own turnaround runs into 08:00
+	} {
+		r := bookCar(t, e.s.URL, e.s.Token("customer", 2), buffered.ID, p[0], p[1])
+		if r.Status != http.StatusConflict || r.Code() != "car_unavailable" {
+			t.Errorf("%s–%s on a car with 2h turnaround: %d %s, want 409 car_unavailable", p[0], p[1], r.Status, r.Body)
+		}
+	}
+	if after := snapshot(t, e.pool()); after != before {
+		t.Errorf("refused bookings changed the database: %+v → %+v", before, after)
+	}
+	e.book(2, buffered.ID, at(10, 22, 0), at(11, 8, 0))
+	e.book(3, buffered.ID, at(9, 20, 0), at(10, 6, 0))
+	mustAudit(t, e.pool(), e.s.Clock.Now())
+}
+
+// DESIGN.md race 2: a hold whose time is up, not yet swept, does not block
+// a new booking of the same period; the new hold expires it, with its
+// event, in its own transaction. A stale hold that is not in the way is
+// left to the sweeper.
+func TestStaleHoldDoesNotBlockTheCalendar(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.listCar("HN", "1h")
+	stale := e.book(1, c.ID, at(10, 8, 0), at(12, 8, 0))
+	elsewhere := e.book(1, c.ID, at(20, 8, 0), at(21, 8, 0))
+
+	e.s.Clock.Advance(15*time.Minute - time.Second)
+	if r := bookCar(t, e.s.URL, e.s.Token("customer", 2), c.ID, at(11, 8, 0), at(13, 8, 0)); r.Status != http.StatusConflict || r.Code() != "car_unavailable" {
+		t.Fatalf("a second before the hold expires: %d %s, want 409 car_unavailable", r.Status, r.Body)
+	}
+	e.s.Clock.Advance(time.Second)
+	fresh := e.book(2, c.ID, at(11, 8, 0), at(13, 8, 0))
+
+	if got := e.status(stale); got != "EXPIRED" {
+		t.Errorf("the stale hold is %s, want EXPIRED", got)
+	}
+	if got := e.status(elsewhere); got != "HELD" {
+		t.Errorf("the stale hold that was not in the way is %s, want HELD (the sweeper's job)", got)
+	}
+	if got := e.status(fresh); got != "HELD" {
+		t.Errorf("the new booking is %s, want HELD", got)
+	}
+	var events []string
+	rows, err := e.pool().Query(context.Background(), `SELECT type || ' ' || (payload->>'status') FROM outbox WHERE booking_id = $1 ORDER BY id`, stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, s)
+	}
+	if strings.Join(events, ", ") != "booking.held HELD, booking.expired EXPIRED" {
+		t.Errorf("events of the stale hold = %v, want booking.held then booking.expired", events)
+	}
+	mustAudit(t, e.pool(), e.s.Clock.Now())
+}
+
+// The sweeper expires car holds like flight holds, once the car inventory
+// is registered with the lifecycle.
+func TestSweeperExpiresCarHolds(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.listCar("HN", "0s")
+	id := e.book(1, c.ID, at(10, 8, 0), at(11, 8, 0))
+	e.s.Clock.Advance(16 * time.Minute)
+	n, err := e.s.App.Sweeper.Pass(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("sweeper pass: %d expired, %v; want 1", n, err)
+	}
+	if got := e.status(id); got != "EXPIRED" {
+		t.Errorf("booking is %s, want EXPIRED", got)
+	}
+	e.book(2, c.ID, at(10, 8, 0), at(11, 8, 0))
+}
+
+func TestIdempotencyKeyRequiredForCars(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.listCar("HN", "0s")
+	body := map[string]any{"carId": c.ID, "from": at(10, 8, 0).Format(time.RFC3339), "to": at(11, 8, 0).Format(time.RFC3339)}
+	before := snapshot(t, e.pool())
+	for name, key := range map[string]string{
+		"missing":       "",
+		"too long":      strings.Repeat("k", 256),
+		"not ASCII":     "clé-1",
+		"not printable": "key\twith a tab",
+	} {
+		hdr := map[string]string{}
+		if key != "" {
+			hdr["Idempotency-Key"] = key
+		}
+		r := e.s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: e.s.Token("customer", 1), Header: hdr, Body: body})
+		if r.Status != http.StatusBadRequest || r.Code() != "invalid_request" {
+			t.Errorf("%s Idempotency-Key: %d %s, want 400 invalid_request", name, r.Status, r.Body)
+		}
+	}
+	if after := snapshot(t, e.pool()); after != before {
+		t.Errorf("refused bookings changed the database: %+v → %+v", before, after)
+	}
+	r := e.s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: e.s.Token("customer", 1),
+		Header: map[string]string{"Idempotency-Key": strings.Repeat("~", 255)}, Body: body})
+	if r.Status != http.StatusCreated {
+		t.Errorf("a 255-character key: %d %s, want 201", r.Status, r.Body)
+	}
+}
+
+func TestCarBookingBadInputs(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.listCar("HN", "2h")
+	e.book(9, c.ID, at(20, 8, 0), at(21, 8, 0)) // something that must stay as it is
+	from, to := at(10, 8, 0).Format(time.RFC3339), at(11, 8, 0).Format(time.RFC3339)
+	customer := e.s.Token("customer", 1)
+	for _, tc := range []struct {
+		name   string
+		token  string
+		body   any
+		status int
+		code   string
+		field  string
+	}{
+		{"to before from", customer, map[string]any{"carId": c.ID, "from": to, "to": from}, 422, "validation_failed", "to"},
+		{"empty period", customer, map[string]any{"carId": c.ID, "from": from, "to": from}, 422, "validation_failed", "to"},
+		{"in the past", customer, map[string]any{"carId": c.ID, "from": apptest.Epoch.Add(-time.Hour).Format(time.RFC3339), "to": to}, 422, "validation_failed", "from"},
+		{"from without offset", customer, map[string]any{"carId": c.ID, "from": "2026-12-10T08:00:00", "to": to}, 422, "validation_failed", "from"},
+		{"to without offset", customer, map[string]any{"carId": c.ID, "from": from, "to": "2026-12-11T08:00:00"}, 422, "validation_failed", "to"},
+		{"missing to", customer, map[string]any{"carId": c.ID, "from": from}, 422, "validation_failed", "to"},
+		{"unknown car", customer, map[string]any{"carId": 999999, "from": from, "to": to}, 422, "validation_failed", "carId"},
+		{"car id zero", customer, map[string]any{"carId": 0, "from": from, "to": to}, 422, "validation_failed", "carId"},
+		{"no car", customer, map[string]any{"from": from, "to": to}, 422, "validation_failed", "carId"},
+		{"car and flight", customer, map[string]any{"carId": c.ID, "flightId": 1, "from": from, "to": to}, 422, "validation_failed", "carId"},
+		{"longer than 90 days", customer, map[string]any{"carId": c.ID, "from": from, "to": at(10, 8, 0).AddDate(0, 0, 91).Format(time.RFC3339)}, 422, "validation_failed", "to"},
+		{"overlaps a booking", customer, map[string]any{"carId": c.ID, "from": at(21, 9, 0).Format(time.RFC3339), "to": at(22, 8, 0).Format(time.RFC3339)}, 409, "car_unavailable", ""},
+		{"car id as text", customer, map[string]any{"carId": "1", "from": from, "to": to}, 400, "invalid_request", "carId"},
+		{"unknown field", customer, map[string]any{"carId": c.ID, "from": from, "to": to, "deposit": 1}, 400, "invalid_request", ""},
+		{"a host", e.s.Token("host", 500), map[string]any{"carId": c.ID, "from": from, "to": to}, 403, "forbidden", ""},
+		{"no token", "", map[string]any{"carId": c.ID, "from": from, "to": to}, 401, "unauthenticated", ""},
+	} {
+		before := snapshot(t, e.pool())
+		r := e.s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: tc.token,
+			Header: map[string]string{"Idempotency-Key": fmt.Sprintf("bad-%d", seq.Add(1))}, Body: tc.body})
+		status, code, field := problem(t, r)
+		if status != tc.status || code != tc.code || field != tc.field {
+			t.Errorf("%s: %d %s field %q (%s), want %d %s field %q", tc.name, status, code, field, r.Body, tc.status, tc.code, tc.field)
+		}
+		if after := snapshot(t, e.pool()); after != before {
+			t.Errorf("%s changed the database: %+v → %+v", tc.name, before, after)
+		}
+	}
+}
+
+// A booking renders its times in the offset the client wrote them in, in
+// the answer to the hold and in every later answer; prices come from the
+// car.
+func TestCarBookingRendersInTheClientsOffset(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.listCar("HN", "2h")
+	r := bookCar(t, e.s.URL, e.s.Token("customer", 1), c.ID, at(10, 8, 0), at(11, 20, 0))
+	if r.Status != http.StatusCreated {
+		t.Fatalf("book: %d %s", r.Status, r.Body)
+	}
+	var v map[string]any
+	r.JSON(t, &v)
+	id := int64(v["bookingId"].(float64))
+	if loc := r.Header.Get("Location"); loc != fmt.Sprintf("/bookings/%d", id) {
+		t.Errorf("Location = %q", loc)
+	}
+	want := map[string]any{
+		"kind": "car", "status": "HELD", "customerId": 1.0, "carId": float64(c.ID),
+		"from": "2026-12-10T08:00:00+07:00", "to": "2026-12-11T20:00:00+07:00",
+		"holdExpiresAt": "2026-12-01T16:15:00+07:00", "createdAt": "2026-12-01T16:00:00+07:00",
+		"amount": 2_000_000.0, "deposit": 2_000_000.0, "currency": "VND",
+		"rentalPrice": 1_600_000.0, // 36 hours: two started days
+		"paymentUrl":  fmt.Sprintf("/bookings/%d/payments", id),
+	}
+	for k, w := range want {
+		if v[k] != w {
+			t.Errorf("%s = %v, want %v", k, v[k], w)
+		}
+	}
+	for _, k := range []string{"flightId", "seats", "fareClass", "quantity"} {
+		if _, ok := v[k]; ok {
+			t.Errorf("a car booking has %s", k)
+		}
+	}
+	for who, tok := range map[string]string{"the customer": e.s.Token("customer", 1), "the host": e.s.Token("host", 500)} {
+		g := e.s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/bookings/%d", id), Token: tok})
+		if g.Status != http.StatusOK {
+			t.Fatalf("GET as %s: %d %s", who, g.Status, g.Body)
+		}
+		m := g.Map(t)
+		if m["from"] != want["from"] || m["to"] != want["to"] || m["holdExpiresAt"] != want["holdExpiresAt"] {
+			t.Errorf("GET as %s renders %v–%v, hold until %v", who, m["from"], m["to"], m["holdExpiresAt"])
+		}
+	}
+	if g := e.s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/bookings/%d", id), Token: e.s.Token("customer", 2)}); g.Status != http.StatusNotFound {
+		t.Errorf("another customer's GET: %d, want 404", g.Status)
+	}
+	if g := e.s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/bookings/%d", id), Token: e.s.Token("host", 501)}); g.Status != http.StatusNotFound {
+		t.Errorf("another host's GET: %d, want 404", g.Status)
+	}
+
+	for _, zone := range []*time.Location{time.UTC, time.FixedZone("", -5*3600)} {
+		from := at(20, 8, 0).In(zone)
+		r := bookCar(t, e.s.URL, e.s.Token("customer", 1), c.ID, from, from.Add(24*time.Hour))
+		if r.Status != http.StatusCreated {
+			t.Fatalf("book in %s: %d %s", zone, r.Status, r.Body)
+		}
+		m := r.Map(t)
+		if m["from"] != from.Format(time.RFC3339) || m["rentalPrice"] != 800_000.0 {
+			t.Errorf("booked from %s: from %v, rental price %v", from.Format(time.RFC3339), m["from"], m["rentalPrice"])
+		}
+		cancel := e.s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", int64(m["bookingId"].(float64))),
+			Token: e.s.Token("customer", 1)})
+		if cancel.Status != http.StatusOK {
+			t.Fatalf("cancel: %d %s", cancel.Status, cancel.Body)
+		}
+	}
+}
+
+// The car rental refund rule, applied by the server's clock at the moment
+// of cancellation: ≥ 72 h before pickup 100 %, ≥ 24 h 50 %, later nothing;
+// the host or an admin refunds in full; a car on its trip cannot be
+// cancelled.
+func TestCancellationRefunds(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.listCar("HN", "0s")
+	held := e.s.Clock.Now()
+	for i, tc := range []struct {
+		notice time.Duration
+		who    string
+		refund float64
+		reason string
+	}{
+		{72 * time.Hour, "customer", 2_000_000, "customer"},
+		{71*time.Hour + 59*time.Minute, "customer", 1_000_000, "customer"},
+		{24 * time.Hour, "customer", 1_000_000, "customer"},
+		{23*time.Hour + 59*time.Minute, "customer", 0, "customer"},
+		{time.Hour, "host", 2_000_000, "host"},
+		{time.Hour, "admin", 2_000_000, "admin"},
+	} {
+		e.s.Clock.Set(held)
+		pickup := at(10+i, 10, 0)
+		id := e.book(1, c.ID, pickup, pickup.Add(24*time.Hour))
+		e.confirm(id)
+		e.s.Clock.Set(pickup.Add(-tc.notice))
+		// Tokens are valid for a day of the fake clock: issue them now.
+		tok := map[string]string{"customer": e.s.Token("customer", 1), "host": e.s.Token("host", 500), "admin": e.s.Token("admin", 1)}[tc.who]
+		r := e.s.Do(apptest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/bookings/%d/cancel", id), Token: tok})
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s cancels %s before pickup: %d %s", tc.who, tc.notice, r.Status, r.Body)
+		}
+		m := r.Map(t)
+		if m["status"] != "CANCELLED" || m["refundAmount"] != tc.refund || m["cancelReason"] != tc.reason {
+			t.Errorf("%s cancels %s before pickup: %v, refund %v, reason %v; want CANCELLED, %v, %s",
+				tc.who, tc.notice, m["status"], m["refundAmount"], m["cancelReason"], tc.refund, tc.reason)
+		}
+		var requested int64
+		err := e.pool().QueryRow(context.Background(), `SELECT coalesce(sum((payload->>'amount')::bigint), 0) FROM outbox
+			WHERE booking_id = $1 AND type = 'refund.requested'`, id).Scan(&requested)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if float64(requested) != tc.refund {
+			t.Errorf("%s cancels %s before pickup: refund.requested for %d, want %v", tc.who, tc.notice, requested, tc.refund)
+		}
+	}
+
+	// After pickup nobody can cancel.
+	e.s.Clock.Set(held)
+	pickup := at(20, 10, 0)
+	id := e.book(1, c.ID, pickup, pickup.Add(24*time.Hour))
+	e.confirm(id)
+	e.s.Clock.Set(pickup)
+	if r := e.s.Do(apptest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/bookings/%d/pickup", id), Token: e.s.Token("host", 500)}); r.Status != http.StatusOK {
+		t.Fatalf("pickup: %d %s", r.Status, r.Body)
+	}
+	for who, tok := range map[string]string{"customer": e.s.Token("customer", 1), "host": e.s.Token("host", 500), "admin": e.s.Token("admin", 1)} {
+		before := snapshot(t, e.pool())
+		for _, req := range []apptest.Request{
+			{Method: http.MethodPost, Path: fmt.Sprintf("/bookings/%d/cancel", id), Token: tok},
+			{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", id), Token: tok},
+		} {
+			if r := e.s.Do(req); r.Status != http.StatusConflict || r.Code() != "invalid_state" {
+				t.Errorf("%s %s on a trip, by the %s: %d %s, want 409 invalid_state", req.Method, req.Path, who, r.Status, r.Body)
+			}
+		}
+		if after := snapshot(t, e.pool()); after != before {
+			t.Errorf("refused cancellation changed the database: %+v → %+v", before, after)
+		}
+	}
+	mustAudit(t, e.pool(), e.s.Clock.Now())
+}
+
+// Only the car's host (or an admin) hands it over and takes it back; a
+// host cannot touch another host's car, and nobody cancels a trip.
+func TestHandOver(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.listCar("HN", "2h")
+	id := e.book(1, c.ID, at(10, 8, 0), at(13, 8, 0))
+	path := func(op string) string { return fmt.Sprintf("/bookings/%d/%s", id, op) }
+	refused := func(name string, req apptest.Request, status int, code string) {
+		t.Helper()
+		before := snapshot(t, e.pool())
+		r := e.s.Do(req)
+		if r.Status != status || r.Code() != code {
+			t.Errorf("%s: %d %s, want %d %s", name, r.Status, r.Body, status, code)
+		}
+		if after := snapshot(t, e.pool()); after != before {
+			t.Errorf("%s changed the database: %+v → %+v", name, before, after)
+		}
+	}
+	refused("pickup of a held booking", apptest.Request{Method: http.MethodPost, Path: path("pickup"), Token: e.s.Token("host", 500)}, 409, "invalid_state")
+	e.confirm(id)
+	refused("the customer picks up", apptest.Request{Method: http.MethodPost, Path: path("pickup"), Token: e.s.Token("customer", 1)}, 403, "forbidden")
+	refused("another host picks up", apptest.Request{Method: http.MethodPost, Path: path("pickup"), Token: e.s.Token("host", 501)}, 404, "not_found")
+	refused("another host cancels", apptest.Request{Method: http.MethodPost, Path: path("cancel"), Token: e.s.Token("host", 501)}, 404, "not_found")
+	refused("another customer cancels", apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", id), Token: e.s.Token("customer", 2)}, 404, "not_found")
+	refused("return before pickup", apptest.Request{Method: http.MethodPost, Path: path("return"), Token: e.s.Token("host", 500)}, 409, "invalid_state")
+	refused("pickup of an unknown booking", apptest.Request{Method: http.MethodPost, Path: "/bookings/999999/pickup", Token: e.s.Token("admin", 1)}, 404, "not_found")
+
+	e.s.Clock.Set(at(10, 8, 0))
+	r := e.s.Do(apptest.Request{Method: http.MethodPost, Path: path("pickup"), Token: e.s.Token("host", 500)})
+	if r.Status != http.StatusOK || r.Map(t)["status"] != "ON_TRIP" {
+		t.Fatalf("pickup: %d %s", r.Status, r.Body)
+	}
+	refused("pickup twice", apptest.Request{Method: http.MethodPost, Path: path("pickup"), Token: e.s.Token("host", 500)}, 409, "invalid_state")
+	// Back a day early: the car is free again from the return on.
+	e.s.Clock.Set(at(12, 8, 0))
+	r = e.s.Do(apptest.Request{Method: http.MethodPost, Path: path("return"), Token: e.s.Token("admin", 1)})
+	if r.Status != http.StatusOK || r.Map(t)["status"] != "COMPLETED" {
+		t.Fatalf("return: %d %s", r.Status, r.Body)
+	}
+	e.book(2, c.ID, at(12, 12, 0), at(13, 12, 0))
+
+	var types []string
+	rows, err := e.pool().Query(context.Background(), `SELECT type FROM outbox WHERE booking_id = $1 ORDER BY id`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, s)
+	}
+	if got := strings.Join(types, " "); got != "booking.held booking.confirmed booking.on_trip booking.completed" {
+		t.Errorf("events = %s", got)
+	}
+	var payload []byte
+	if err := e.pool().QueryRow(context.Background(), `SELECT payload FROM outbox WHERE booking_id = $1 ORDER BY id DESC LIMIT 1`, id).Scan(&payload); err != nil {
+		t.Fatal(err)
+	}
+	var last map[string]any
+	if err := json.Unmarshal(payload, &last); err != nil {
+		t.Fatal(err)
+	}
+	if last["status"] != "COMPLETED" || last["carId"] != float64(c.ID) || last["from"] != "2026-12-10T08:00:00+07:00" {
+		t.Errorf("the completed event carries %v", last)
+	}
+	mustAudit(t, e.pool(), e.s.Clock.Now())
+}

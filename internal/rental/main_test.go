@@ -1,0 +1,194 @@
+package rental_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/pg"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	apptest.Cleanup()
+	os.Exit(code)
+}
+
+// ict is the offset the tests' customers write their times in.
+var ict = time.FixedZone("", 7*3600)
+
+// day is a day in December 2026, after apptest.Epoch; at(day, 20, 0) is
+// 20:00 that day in ict.
+func at(day, hour, minute int) time.Time {
+	return time.Date(2026, 12, day, hour, minute, 0, 0, ict)
+}
+
+var seq atomic.Int64
+
+// car is a test car: what a host listed.
+type car struct {
+	ID      int64
+	Host    int64
+	Deposit int64
+	Daily   int64
+}
+
+// listCar lists a car in city with turnaround through the host API, as host.
+func listCar(t testing.TB, base, hostToken string, host int64, city, turnaround string) car {
+	t.Helper()
+	n := seq.Add(1)
+	c := car{Host: host, Deposit: 2_000_000, Daily: 800_000}
+	resp := apptest.Do(t, base, apptest.Request{Method: http.MethodPost, Path: "/host/cars", Token: hostToken,
+		Body: map[string]any{"plate": fmt.Sprintf("29T-%03d.%02d", n/100%1000, n%100), "model": "Toyota Vios", "city": city,
+			"dailyPrice": c.Daily, "deposit": c.Deposit, "currency": "VND", "turnaround": turnaround}})
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("list car: %d %s", resp.Status, resp.Body)
+	}
+	c.ID = int64(resp.Map(t)["id"].(float64))
+	return c
+}
+
+// listCar lists a car for host 500 on s.
+func (e *env) listCar(city, turnaround string) car {
+	e.t.Helper()
+	return listCar(e.t, e.s.URL, e.s.Token("host", 500), 500, city, turnaround)
+}
+
+// bookCar asks for carID over [from, to) with a fresh Idempotency-Key.
+func bookCar(t testing.TB, base, token string, carID int64, from, to time.Time) *apptest.Response {
+	t.Helper()
+	return apptest.Do(t, base, apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: token,
+		Header: map[string]string{"Idempotency-Key": fmt.Sprintf("test-%d", seq.Add(1))},
+		Body:   map[string]any{"carId": carID, "from": from.Format(time.RFC3339), "to": to.Format(time.RFC3339)}})
+}
+
+// env is an in-process berth with a fake clock.
+type env struct {
+	t *testing.T
+	s *apptest.Server
+}
+
+func start(t *testing.T) *env {
+	t.Helper()
+	return &env{t: t, s: apptest.Start(t, apptest.Options{})}
+}
+
+func (e *env) pool() *pgxpool.Pool { return e.s.App.Pool }
+
+// book books carID for customer over [from, to) and fails the test unless it
+// gets 201; it returns the booking id.
+func (e *env) book(customer int64, carID int64, from, to time.Time) int64 {
+	e.t.Helper()
+	r := bookCar(e.t, e.s.URL, e.s.Token("customer", customer), carID, from, to)
+	if r.Status != http.StatusCreated {
+		e.t.Fatalf("book car %d %s–%s: %d %s", carID, from, to, r.Status, r.Body)
+	}
+	return int64(r.Map(e.t)["bookingId"].(float64))
+}
+
+// confirm confirms a held booking as the payment path would, at the fake
+// clock's time.
+func (e *env) confirm(id int64) {
+	e.t.Helper()
+	var amount int64
+	var currency string
+	if err := e.pool().QueryRow(context.Background(), `SELECT amount, currency FROM booking WHERE id = $1`, id).
+		Scan(&amount, &currency); err != nil {
+		e.t.Fatal(err)
+	}
+	err := pg.InTx(context.Background(), e.pool(), func(tx pgx.Tx) error {
+		_, err := e.s.App.Life.Confirm(context.Background(), tx, id, amount, currency)
+		return err
+	})
+	if err != nil {
+		e.t.Fatalf("confirm booking %d: %v", id, err)
+	}
+}
+
+func (e *env) status(id int64) string {
+	e.t.Helper()
+	var s string
+	if err := e.pool().QueryRow(context.Background(), `SELECT status FROM booking WHERE id = $1`, id).Scan(&s); err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// state is what a refused request must leave unchanged.
+type state struct{ bookings, live, events, cars int }
+
+func snapshot(t testing.TB, pool *pgxpool.Pool) state {
+	t.Helper()
+	var s state
+	if err := pool.QueryRow(context.Background(), `SELECT
+			(SELECT count(*) FROM booking), (SELECT count(*) FROM booking WHERE status IN ('HELD', 'CONFIRMED', 'ON_TRIP')),
+			(SELECT count(*) FROM outbox), (SELECT count(*) FROM car)`).Scan(&s.bookings, &s.live, &s.events, &s.cars); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func mustAudit(t testing.TB, pool *pgxpool.Pool, now time.Time) {
+	t.Helper()
+	results, err := audit.Run(context.Background(), pool, audit.Options{Now: now, SweepInterval: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if audit.Failed(results) {
+		t.Errorf("audit failed:\n%s", audit.Format(results))
+	}
+}
+
+// race releases n goroutines at once and collects what each returned.
+func race[T any](n int, f func(i int) T) []T {
+	out := make([]T, n)
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-start
+			out[i] = f(i)
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+	return out
+}
+
+func countCodes(rs []*apptest.Response) map[string]int {
+	m := map[string]int{}
+	for _, r := range rs {
+		key := fmt.Sprint(r.Status)
+		if r.Status >= 400 {
+			key += " " + r.Code()
+		}
+		m[key]++
+	}
+	return m
+}
+
+// problem decodes an error answer's code and field.
+func problem(t testing.TB, r *apptest.Response) (status int, code, field string) {
+	t.Helper()
+	var p struct {
+		Code  string `json:"code"`
+		Field string `json:"field"`
+	}
+	r.JSON(t, &p)
+	return r.Status, p.Code, p.Field
+}

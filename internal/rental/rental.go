@@ -1,0 +1,73 @@
+// Package rental rents cars out for periods of time. A car's calendar is its
+// live bookings in the shared booking table; PostgreSQL keeps them from
+// overlapping with the exclusion constraint booking_car_no_overlap, over
+// each booking's period extended by the car's turnaround buffer (computed by
+// a trigger, never here). The package owns the SQL of cars: listing,
+// search, calendar and holds. Everything after the hold (payment, pickup,
+// return, cancellation, expiry) is the shared booking.Lifecycle's, with
+// Inventory as the car kind's part of it.
+package rental
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/guard"
+)
+
+// Service lists, finds and holds cars.
+type Service struct {
+	pool    *pgxpool.Pool
+	clock   clock.Clock
+	life    *booking.Lifecycle
+	holdTTL time.Duration
+
+	searches *guard.Cache[*SearchResult]
+}
+
+// Config tunes a Service.
+type Config struct {
+	HoldTTL   time.Duration // how long a hold lasts (BERTH_CAR_HOLD_TTL)
+	SearchTTL time.Duration // how stale a search may be (30–60 s)
+	// MaxCacheKeys bounds the cached searches (city and period pairs).
+	MaxCacheKeys int
+}
+
+// NewService returns a car service on pool. life expires stale holds that
+// stand in a new hold's way; it must know Inventory for booking.KindCar.
+func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg Config) *Service {
+	if cfg.SearchTTL == 0 {
+		cfg.SearchTTL = 30 * time.Second
+	}
+	if cfg.MaxCacheKeys == 0 {
+		cfg.MaxCacheKeys = 5000
+	}
+	return &Service{
+		pool:     pool,
+		clock:    c,
+		life:     life,
+		holdTTL:  cfg.HoldTTL,
+		searches: guard.NewCache[*SearchResult](cfg.SearchTTL, cfg.MaxCacheKeys),
+	}
+}
+
+// Inventory is the booking.Inventory of cars. A car booking holds nothing
+// beyond its own row: the exclusion constraint counts only live bookings,
+// so the status change that the lifecycle makes is what occupies or frees
+// the calendar.
+type Inventory struct{}
+
+// Sell has nothing to do: a HELD booking already occupies its period, and
+// CONFIRMED keeps it.
+func (Inventory) Sell(context.Context, pgx.Tx, *booking.Booking) error { return nil }
+
+// Release has nothing to do: leaving the live statuses takes the booking out
+// of booking_car_no_overlap.
+func (Inventory) Release(context.Context, pgx.Tx, *booking.Booking, booking.Status) error {
+	return nil
+}

@@ -1,0 +1,269 @@
+package rental_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/app/apptest"
+)
+
+// searchPath is GET /cars for city over [from, to), with extra parameters.
+func searchPath(city string, from, to time.Time, extra ...string) string {
+	v := url.Values{"city": {city}, "from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}}
+	for i := 0; i+1 < len(extra); i += 2 {
+		v.Set(extra[i], extra[i+1])
+	}
+	return "/cars?" + v.Encode()
+}
+
+// search returns the ids of the cars GET /cars lists, in order, and the
+// nextAfter cursor.
+func (e *env) search(path string) ([]int64, int64) {
+	e.t.Helper()
+	r := e.s.Do(apptest.Request{Method: http.MethodGet, Path: path})
+	if r.Status != http.StatusOK {
+		e.t.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
+	}
+	var out struct {
+		Cars []struct {
+			ID int64 `json:"id"`
+		} `json:"cars"`
+		NextAfter int64 `json:"nextAfter"`
+	}
+	r.JSON(e.t, &out)
+	ids := []int64{}
+	for _, c := range out.Cars {
+		ids = append(ids, c.ID)
+	}
+	return ids, out.NextAfter
+}
+
+// Search and calendar count a car busy for its bookings' periods plus its
+// turnaround, on the side of existing bookings and of the period asked.
+func TestSearchAndCalendarIncludeTurnaround(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	buffered := e.listCar("DN", "2h")
+	free := e.listCar("DN", "0s")
+	idle := e.listCar("DN", "2h")
+	other := e.listCar("HN", "0s")
+	e.book(1, buffered.ID, at(10, 8, 0), at(10, 20, 0))
+	e.book(1, free.ID, at(10, 8, 0), at(10, 20, 0))
+
+	for _, tc := range []struct {
+		from, to time.Time
+		want     []int64
+	}{
+		// 21:00 is in the buffered car's turnaround after 20:00.
+		{at(10, 21, 0), at(10, 23, 0), []int64{free.ID, idle.ID}},
+		{at(10, 22, 0), at(11, 8, 0), []int64{buffered.ID, free.ID, idle.ID}},
+		// Ending at 07:00 with two hours of turnaround runs into 08:00.
+		{at(10, 5, 0), at(10, 7, 0), []int64{free.ID, idle.ID}},
+		{at(10, 5, 0), at(10, 6, 0), []int64{buffered.ID, free.ID, idle.ID}},
+		{at(10, 19, 0), at(10, 21, 0), []int64{idle.ID}},
+	} {
+		got, _ := e.search(searchPath("dn", tc.from, tc.to))
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("search %s–%s: %v, want %v", tc.from.Format("02 15:04"), tc.to.Format("02 15:04"), got, tc.want)
+		}
+	}
+	if got, _ := e.search(searchPath("HN", at(10, 8, 0), at(10, 9, 0))); !slices.Equal(got, []int64{other.ID}) {
+		t.Errorf("search HN: %v, want only %d", got, other.ID)
+	}
+
+	// A booking starting when the turnaround ends touches the first: the
+	// calendar shows one busy span, in the offset of the request.
+	e.book(2, buffered.ID, at(10, 22, 0), at(11, 2, 0))
+	for _, tc := range []struct {
+		from, to time.Time
+		want     string
+	}{
+		{at(10, 0, 0), at(11, 0, 0), `[{"from":"2026-12-10T08:00:00+07:00","to":"2026-12-11T04:00:00+07:00"}]`},
+		{at(10, 0, 0).UTC(), at(11, 0, 0).UTC(), `[{"from":"2026-12-10T01:00:00Z","to":"2026-12-10T21:00:00Z"}]`},
+		{at(12, 0, 0), at(13, 0, 0), `[]`},
+	} {
+		r := e.s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/cars/%d/calendar?%s", buffered.ID,
+			url.Values{"from": {tc.from.Format(time.RFC3339)}, "to": {tc.to.Format(time.RFC3339)}}.Encode())})
+		if r.Status != http.StatusOK {
+			t.Fatalf("calendar: %d %s", r.Status, r.Body)
+		}
+		want := fmt.Sprintf(`{"busy":%s,"carId":%d}`+"\n", tc.want, buffered.ID)
+		if string(r.Body) != want {
+			t.Errorf("calendar %s–%s:\n got %s want %s", tc.from.Format(time.RFC3339), tc.to.Format(time.RFC3339), r.Body, want)
+		}
+	}
+}
+
+// A hold whose time is up does not make its car look busy, in search or
+// calendar, even before anything expires it.
+func TestStaleHoldsLookFree(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.listCar("CT", "0s")
+	e.book(1, c.ID, at(10, 8, 0), at(11, 8, 0))
+	e.s.Clock.Advance(15 * time.Minute)
+	if got, _ := e.search(searchPath("CT", at(10, 9, 0), at(10, 10, 0))); !slices.Equal(got, []int64{c.ID}) {
+		t.Errorf("search over an expired hold: %v, want %d", got, c.ID)
+	}
+	r := e.s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/cars/%d/calendar?%s", c.ID,
+		url.Values{"from": {at(10, 0, 0).Format(time.RFC3339)}, "to": {at(12, 0, 0).Format(time.RFC3339)}}.Encode())})
+	if want := fmt.Sprintf(`{"busy":[],"carId":%d}`+"\n", c.ID); string(r.Body) != want {
+		t.Errorf("calendar over an expired hold: %s, want %s", r.Body, want)
+	}
+}
+
+// The search cache may show a car that was just booked; holding it still
+// fails, because holds ask only the database.
+func TestSearchCacheNeverSellsTwice(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.listCar("NT", "1h")
+	path := searchPath("NT", at(10, 8, 0), at(12, 8, 0))
+	if got, _ := e.search(path); !slices.Equal(got, []int64{c.ID}) {
+		t.Fatalf("search before booking: %v, want %d", got, c.ID)
+	}
+	e.book(1, c.ID, at(10, 8, 0), at(12, 8, 0))
+	// Still listed: the answer comes from the cache (which is what makes
+	// the rest of this test mean something).
+	if got, _ := e.search(path); !slices.Equal(got, []int64{c.ID}) {
+		t.Fatalf("cached search after booking: %v, want the stale answer %d", got, c.ID)
+	}
+	before := snapshot(t, e.pool())
+	r := bookCar(t, e.s.URL, e.s.Token("customer", 2), c.ID, at(10, 8, 0), at(12, 8, 0))
+	if r.Status != http.StatusConflict || r.Code() != "car_unavailable" {
+		t.Fatalf("booking a car the cache shows free: %d %s, want 409 car_unavailable", r.Status, r.Body)
+	}
+	if after := snapshot(t, e.pool()); after != before {
+		t.Errorf("the refused booking changed the database: %+v → %+v", before, after)
+	}
+	// A search the cache has not seen asks the database.
+	if got, _ := e.search(searchPath("NT", at(10, 8, 0), at(12, 8, 0), "limit", "10")); len(got) != 0 {
+		t.Errorf("uncached search after booking: %v, want none", got)
+	}
+	mustAudit(t, e.pool(), e.s.Clock.Now())
+}
+
+func TestSearchPages(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	var all []int64
+	for range 5 {
+		all = append(all, e.listCar("PQ", "0s").ID)
+	}
+	e.book(1, all[1], at(10, 8, 0), at(11, 8, 0))
+	got, next := e.search(searchPath("PQ", at(10, 8, 0), at(11, 8, 0), "limit", "2"))
+	if want := []int64{all[0], all[2]}; !slices.Equal(got, want) || next != all[2] {
+		t.Fatalf("first page: %v next %d, want %v next %d", got, next, want, all[2])
+	}
+	got, next = e.search(searchPath("PQ", at(10, 8, 0), at(11, 8, 0), "limit", "2", "after", fmt.Sprint(next)))
+	if want := []int64{all[3], all[4]}; !slices.Equal(got, want) || next != 0 {
+		t.Fatalf("last page: %v next %d, want %v and no next", got, next, want)
+	}
+	if got, next := e.search(searchPath("PQ", at(10, 8, 0), at(11, 8, 0))); len(got) != 4 || next != 0 {
+		t.Errorf("default page: %v next %d, want the 4 free cars", got, next)
+	}
+}
+
+func TestSearchAndCalendarBadInputs(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.listCar("HN", "0s")
+	from, to := at(10, 8, 0), at(11, 8, 0)
+	cal := func(f, t string) string {
+		return fmt.Sprintf("/cars/%d/calendar?%s", c.ID, url.Values{"from": {f}, "to": {t}}.Encode())
+	}
+	for _, tc := range []struct {
+		path   string
+		status int
+		field  string
+	}{
+		{"/cars?from=" + url.QueryEscape(from.Format(time.RFC3339)) + "&to=" + url.QueryEscape(to.Format(time.RFC3339)), 422, "city"},
+		{searchPath("Hà Nội", from, to), 422, "city"},
+		{"/cars?city=HN&to=" + url.QueryEscape(to.Format(time.RFC3339)), 422, "from"},
+		{"/cars?city=HN&from=2026-12-10T08:00:00&to=" + url.QueryEscape(to.Format(time.RFC3339)), 422, "from"},
+		{"/cars?city=HN&from=" + url.QueryEscape(from.Format(time.RFC3339)) + "&to=2026-12-11", 422, "to"},
+		{searchPath("HN", to, from), 422, "to"},
+		{searchPath("HN", from, from), 422, "to"},
+		{searchPath("HN", apptest.Epoch.Add(-time.Hour), to), 422, "from"},
+		{searchPath("HN", from, from.AddDate(0, 0, 91)), 422, "to"},
+		{searchPath("HN", from, to, "limit", "0"), 422, "limit"},
+		{searchPath("HN", from, to, "limit", "501"), 422, "limit"},
+		{searchPath("HN", from, to, "limit", "many"), 422, "limit"},
+		{searchPath("HN", from, to, "after", "-1"), 422, "after"},
+		{cal(to.Format(time.RFC3339), from.Format(time.RFC3339)), 422, "to"},
+		{cal(from.Format(time.RFC3339), from.AddDate(1, 0, 2).Format(time.RFC3339)), 422, "to"},
+		{cal("2026-12-10T08:00:00", to.Format(time.RFC3339)), 422, "from"},
+		{cal(from.Format(time.RFC3339), ""), 422, "to"},
+		{fmt.Sprintf("/cars/999999/calendar?from=%s&to=%s", url.QueryEscape(from.Format(time.RFC3339)), url.QueryEscape(to.Format(time.RFC3339))), 404, ""},
+		{"/cars/999999", 404, ""},
+		{"/cars/abc", 404, ""},
+		{"/cars/0", 404, ""},
+	} {
+		r := e.s.Do(apptest.Request{Method: http.MethodGet, Path: tc.path})
+		status, code, field := problem(t, r)
+		wantCode := map[int]string{404: "not_found", 422: "validation_failed"}[tc.status]
+		if status != tc.status || code != wantCode || field != tc.field {
+			t.Errorf("GET %s: %d %s field %q, want %d %s field %q", tc.path, status, code, field, tc.status, wantCode, tc.field)
+		}
+	}
+}
+
+func TestListAndGetCars(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	body := func(plate string) map[string]any {
+		return map[string]any{"plate": plate, "model": "VinFast VF 8", "city": "HCM", "dailyPrice": 1_500_000,
+			"deposit": 10_000_000, "currency": "VND", "turnaround": "1h30m"}
+	}
+	r := e.s.Do(apptest.Request{Method: http.MethodPost, Path: "/host/cars", Token: e.s.Token("host", 42), Body: body("51k 888.88")})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("list car: %d %s", r.Status, r.Body)
+	}
+	created := r.Map(t)
+	id := int64(created["id"].(float64))
+	if created["hostId"] != 42.0 || created["plate"] != "51K888.88" || created["turnaround"] != "1h30m" ||
+		r.Header.Get("Location") != fmt.Sprintf("/cars/%d", id) {
+		t.Errorf("created %v (Location %q)", created, r.Header.Get("Location"))
+	}
+	r = e.s.Do(apptest.Request{Method: http.MethodPost, Path: "/host/cars", Token: e.s.Token("admin", 3), Body: body("51K-999.99")})
+	if r.Status != http.StatusCreated || r.Map(t)["hostId"] != 3.0 {
+		t.Errorf("an admin lists a car: %d %s", r.Status, r.Body)
+	}
+
+	g := e.s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/cars/%d", id)})
+	want := fmt.Sprintf(`{"id":%d,"model":"VinFast VF 8","city":"HCM","dailyPrice":1500000,"deposit":10000000,"currency":"VND","turnaround":"1h30m"}`+"\n", id)
+	if g.Status != http.StatusOK || string(g.Body) != want {
+		t.Errorf("GET /cars/%d: %d %s, want %s", id, g.Status, g.Body, want)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		token  string
+		body   any
+		status int
+		code   string
+		field  string
+	}{
+		{"a customer", e.s.Token("customer", 1), body("51K-111.11"), 403, "forbidden", ""},
+		{"no token", "", body("51K-111.11"), 401, "unauthenticated", ""},
+		{"a plate already listed", e.s.Token("host", 43), body("51K 888.88"), 422, "validation_failed", "plate"},
+		{"a turnaround in words", e.s.Token("host", 42), func() any { b := body("51K-111.11"); b["turnaround"] = "2 hours"; return b }(), 422, "validation_failed", "turnaround"},
+		{"a negative turnaround", e.s.Token("host", 42), func() any { b := body("51K-111.11"); b["turnaround"] = "-1h"; return b }(), 422, "validation_failed", "turnaround"},
+		{"no price", e.s.Token("host", 42), func() any { b := body("51K-111.11"); delete(b, "dailyPrice"); return b }(), 422, "validation_failed", "dailyPrice"},
+		{"a host field", e.s.Token("host", 42), func() any { b := body("51K-111.11"); b["hostId"] = 7; return b }(), 400, "invalid_request", ""},
+	} {
+		before := snapshot(t, e.pool())
+		r := e.s.Do(apptest.Request{Method: http.MethodPost, Path: "/host/cars", Token: tc.token, Body: tc.body})
+		status, code, field := problem(t, r)
+		if status != tc.status || code != tc.code || field != tc.field {
+			t.Errorf("%s: %d %s field %q, want %d %s field %q", tc.name, status, code, field, tc.status, tc.code, tc.field)
+		}
+		if after := snapshot(t, e.pool()); after != before {
+			t.Errorf("%s changed the database: %+v → %+v", tc.name, before, after)
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package seed_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/pg/pgtest"
+	"berth.dev/berth/internal/seed"
+)
+
+// A small fleet loads with a history in every status, that keeps every
+// invariant, and loading it again does nothing.
+func TestLoadCars(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	c := seed.CarDefaults(now)
+	c.Cars, c.Bookings, c.Popular = 300, 3000, 10
+	cars, bookings, err := seed.LoadCars(ctx, pool, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cars != 300 || bookings < 2700 || bookings > 3300 {
+		t.Errorf("loaded %d cars and %d bookings, want 300 and about 3000", cars, bookings)
+	}
+	var stored, statuses, cities, pastLive, futureDone int
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT status),
+			(SELECT count(DISTINCT city) FROM car),
+			count(*) FILTER (WHERE upper(period) <= $1 AND status IN ('HELD', 'CONFIRMED', 'ON_TRIP')),
+			count(*) FILTER (WHERE lower(period) > $1 AND status IN ('COMPLETED', 'ON_TRIP'))
+		FROM booking WHERE kind = 'car'`, now).Scan(&stored, &statuses, &cities, &pastLive, &futureDone); err != nil {
+		t.Fatal(err)
+	}
+	if stored != bookings || statuses != 5 || cities != 8 || pastLive != 0 || futureDone != 0 {
+		t.Errorf("%d bookings stored in %d statuses, %d cities, %d past live, %d future done", stored, statuses, cities, pastLive, futureDone)
+	}
+	results, err := audit.Run(ctx, pool, audit.Options{Now: now, SweepInterval: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if audit.Failed(results) {
+		t.Errorf("audit of the seeded fleet:\n%s", audit.Format(results))
+	}
+	if cars, bookings, err := seed.LoadCars(ctx, pool, c); err != nil || cars != 0 || bookings != 0 {
+		t.Errorf("second load: %d cars, %d bookings, %v; want nothing", cars, bookings, err)
+	}
+}
