@@ -166,7 +166,7 @@ func HoldTx(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldReque
 // the same order.
 func expireStale(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldRequest, turnaround time.Duration, now time.Time) error {
 	rows, err := tx.Query(ctx, `SELECT id FROM booking
-		WHERE car_id = $1 AND status = 'HELD' AND hold_expires_at <= $2
+		WHERE kind = 'car' AND car_id = $1 AND status = 'HELD' AND hold_expires_at <= $2
 		  AND blocked && tstzrange($3::timestamptz, $4::timestamptz + $5::interval, '[)')
 		ORDER BY id`, r.CarID, now, r.From, r.To, turnaround)
 	if err != nil {

@@ -79,7 +79,7 @@ func (s *Service) search(ctx context.Context, q SearchQuery, now time.Time) (*Se
 	rows, err := s.pool.Query(ctx, `SELECT `+carColumns+` FROM car c
 		WHERE c.city = $1 AND c.id > $2
 		  AND NOT EXISTS (SELECT 1 FROM booking b
-			WHERE b.car_id = c.id AND b.status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
+			WHERE b.kind = 'car' AND b.car_id = c.id AND b.status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
 			  AND b.blocked && tstzrange($3::timestamptz, $4::timestamptz + c.turnaround, '[)')
 			  AND NOT (b.status = 'HELD' AND b.hold_expires_at <= $5))
 		ORDER BY c.id
@@ -134,7 +134,7 @@ func (s *Service) Calendar(ctx context.Context, id int64, from, to time.Time) ([
 	}
 	rows, err := s.pool.Query(ctx, `SELECT lower(r), upper(r) FROM unnest((
 			SELECT range_agg(blocked) FROM booking
-			WHERE car_id = $1 AND status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
+			WHERE kind = 'car' AND car_id = $1 AND status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
 			  AND blocked && tstzrange($2, $3, '[)')
 			  AND NOT (status = 'HELD' AND hold_expires_at <= $4))) AS r
 		ORDER BY 1`, id, from, to, s.clock.Now())

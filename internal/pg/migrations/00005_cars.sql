@@ -88,9 +88,12 @@ CREATE TRIGGER booking_car_blocked
 
 -- The rule that makes a double booking impossible: two live bookings of one
 -- car never block overlapping time. Its index also serves every calendar
--- lookup (car_id = $1 AND blocked && $2).
+-- lookup (kind = 'car' AND car_id = $1 AND blocked && $2). The predicate
+-- names the kind, which changes nothing for cars (only they have a car_id)
+-- but keeps every live flight booking out of this index, so flight holds
+-- do not pay for an index they can never conflict in.
 ALTER TABLE booking ADD CONSTRAINT booking_car_no_overlap
-    EXCLUDE USING gist (car_id WITH =, blocked WITH &&) WHERE (status IN ('HELD', 'CONFIRMED', 'ON_TRIP'));
+    EXCLUDE USING gist (car_id WITH =, blocked WITH &&) WHERE (kind = 'car' AND status IN ('HELD', 'CONFIRMED', 'ON_TRIP'));
 
 -- +goose Down
 ALTER TABLE booking DROP CONSTRAINT booking_car_no_overlap;
