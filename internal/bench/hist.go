@@ -74,6 +74,9 @@ func (h *hist) quantile(q float64) time.Duration {
 	}
 	rank := uint64(q*float64(h.n) + 0.5)
 	rank = min(max(rank, 1), h.n)
+	if rank == h.n {
+		return time.Duration(h.max) * time.Microsecond
+	}
 	var seen uint64
 	for i, c := range h.counts {
 		seen += c

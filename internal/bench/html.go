@@ -347,7 +347,7 @@ func closedChart(r *Report) template.HTML {
 			default:
 				bw := 0.0
 				if top > 0 {
-					bw = c.GoodPerSec / top * (w - labelW - 170)
+					bw = c.GoodPerSec / top * (w - labelW - 300)
 				}
 				fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`, labelW, y, bw, barH, modeColor[m.Protect])
 				fmt.Fprintf(&b, `<text x="%.1f" y="%d" %s>%.0f/s (%s) · p99 %s</text>`, float64(labelW)+bw+6, y+barH-3, fontStyle,
