@@ -202,8 +202,9 @@ func runMode(ctx context.Context, o *Options, protect bool) (m *Mode, err error)
 	stopProgress()
 	<-reported
 	m.Open = openResult(loop.rec, scheduled, o.Duration)
-	if n := unsent(m.Open); n > 0 {
-		m.Notes = append(m.Notes, fmt.Sprintf("%d scheduled requests were never sent: every client was waiting for earlier answers until the run's end (their latency counts as a lower bound)", n))
+	if n, cut := unanswered(m.Open); n+cut > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("the client fell behind the offered load: %d scheduled requests were never sent (all %d clients were waiting for earlier answers) "+
+			"and %d were still unanswered when the drain time ran out; their latencies count up to then, a lower bound", n, o.Conns, cut))
 	}
 
 	if !o.NoClosed && ctx.Err() == nil {
@@ -230,12 +231,12 @@ func runMode(ctx context.Context, o *Options, protect bool) (m *Mode, err error)
 	return m, nil
 }
 
-func unsent(o *OpenResult) int {
-	n := 0
+func unanswered(o *OpenResult) (unsent, cut int) {
 	for _, op := range o.Ops {
-		n += op.Count(OutcomeUnsent)
+		unsent += op.Count(OutcomeUnsent)
+		cut += op.Count(OutcomeCutOff)
 	}
-	return n
+	return unsent, cut
 }
 
 // runAudit checks the invariants on the mode's database.

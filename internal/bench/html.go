@@ -70,7 +70,7 @@ var outcomeColor = map[string]string{
 	"200": "#0f766e", "201": "#16a34a",
 	"409 seat_unavailable": "#f59e0b", "409 sold_out": "#a16207", "409 car_unavailable": "#ea580c",
 	"429 waiting_room": "#2563eb", "429 rate_limited": "#7c3aed", "503 overloaded": "#dc2626",
-	OutcomeTimeout: "#111827", OutcomeTransport: "#4b5563", OutcomeUnsent: "#9ca3af", OutcomeSkipped: "#d1d5db",
+	OutcomeTimeout: "#111827", OutcomeTransport: "#4b5563", OutcomeUnsent: "#9ca3af", OutcomeCutOff: "#6b7280", OutcomeSkipped: "#d1d5db",
 }
 
 var spareColors = []string{"#db2777", "#0891b2", "#65a30d", "#9333ea", "#c2410c", "#0369a1"}
@@ -154,7 +154,7 @@ func modeCharts(o *OpenResult, xMax, tMax, lMax float64) (tp, lat chart, legend 
 			x := float64(s.T) + 0.5
 			st, ok := s.Outcomes[k]
 			count.pts = append(count.pts, point{x, float64(st.Count)})
-			if !ok || outcome == OutcomeUnsent || outcome == OutcomeSkipped {
+			if !ok || outcome == OutcomeUnsent || outcome == OutcomeCutOff || outcome == OutcomeSkipped {
 				p99.pts = append(p99.pts, point{x, math.NaN()})
 				p50.pts = append(p50.pts, point{x, math.NaN()})
 				continue
@@ -444,7 +444,7 @@ li{margin:3px 0}
 <p class="muted">Requests are scheduled at the offered rate whatever the answers; latency counts from each request's scheduled time (follow-ups — payments, waiting-room polls and retries — from their own send time).</p>
 <table><tr><th class="l">mode</th><th class="l">op</th><th>offered/s</th><th>answers/s</th><th>holds/s</th>{{range cols}}<th>{{.}}</th>{{end}}<th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th></tr>
 {{range $m := .R.Modes}}{{if $m.Open}}{{range $op := $m.Open.Ops}}<tr><td>{{$m.Name}}</td><td class="l">{{$op.Op}}{{if not $op.Scheduled}} (follow-up){{end}}</td>
-<td>{{if $op.Scheduled}}{{printf "%.0f" $op.OfferedPerSec}}{{else}}-{{end}}</td><td>{{printf "%.0f" $op.AnswersPerSec}}</td><td>{{holdsPerSec $op $m.Open.Duration}}</td>
+<td>{{if $op.Scheduled}}{{printf "%.0f" $op.OfferedPerSec}}{{else}}-{{end}}</td><td>{{printf "%.0f" $op.AnswersPerSec}}</td><td>{{holdsPerSec $op $m.Open.Window}}</td>
 {{range $i, $c := cols}}<td>{{col $op.Outcomes $i}}</td>{{end}}
 <td>{{num $op.Latency.P50}}</td><td>{{num $op.Latency.P90}}</td><td>{{num $op.Latency.P99}}</td><td>{{num $op.Latency.Max}}</td></tr>
 {{end}}{{end}}{{end}}</table>

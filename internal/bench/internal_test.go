@@ -159,7 +159,7 @@ func TestOpenLoopGivesEveryRequestOneOutcome(t *testing.T) {
 	if got := op.Count(OutcomeUnsent); sentOnce+got != total {
 		t.Errorf("%d sent + %d unsent != %d", sentOnce, got, total)
 	}
-	if op.Count(OutcomeTimeout) == 0 || op.Count("201") == 0 || op.Count("409 sold_out") == 0 {
+	if op.Count(OutcomeTimeout)+op.Count(OutcomeCutOff) == 0 || op.Count("201") == 0 || op.Count("409 sold_out") == 0 {
 		t.Errorf("outcomes %+v: want timeouts, 201s and 409 sold_out", op.Outcomes)
 	}
 	perSecond := 0

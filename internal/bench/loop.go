@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -99,6 +100,9 @@ func (l *openLoop) timed(ctx context.Context, op string, from time.Time, k call)
 	cancel()
 	end := time.Now()
 	outcome := a.outcome()
+	if a.err != nil && budget.Equal(l.deadline) && errors.Is(rctx.Err(), context.DeadlineExceeded) {
+		outcome = OutcomeCutOff
+	}
 	l.rec.done(op, outcome, end.Sub(from), end)
 	l.rec.sample(outcome, a.err)
 	return a
@@ -171,7 +175,7 @@ func (l *openLoop) scheduledIn(sec int, streams []stream) int64 {
 var shortOutcome = map[string]string{
 	"409 seat_unavailable": "409seat", "409 sold_out": "409sold", "409 car_unavailable": "409car",
 	"429 waiting_room": "429wait", "429 rate_limited": "429rate", "503 overloaded": "503",
-	OutcomeTimeout: "timeout", OutcomeTransport: "err", OutcomeUnsent: "unsent", OutcomeSkipped: "skipped",
+	OutcomeTimeout: "timeout", OutcomeTransport: "err", OutcomeUnsent: "unsent", OutcomeCutOff: "cut", OutcomeSkipped: "skipped",
 }
 
 func outcomeLine(counts map[string]int) string {
@@ -251,7 +255,7 @@ func runClosed(ctx context.Context, spec closedSpec, send func(ctx context.Conte
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if t := rec.ops[spec.name]; t != nil {
-		op := opResult(spec.name, t, false, elapsed.Seconds())
+		op := opResult(spec.name, t, false, elapsed.Seconds(), elapsed.Seconds())
 		res.Requests, res.Latency, res.Outcomes, res.counts = op.Answered, op.Latency, op.Outcomes, op.counts
 	}
 	res.Good = res.counts[spec.good]

@@ -20,6 +20,9 @@ const (
 	// for earlier answers. Its latency is a lower bound (from its scheduled
 	// time to the end of the run).
 	OutcomeUnsent = "unsent"
+	// OutcomeCutOff is a request still waiting for its answer when the
+	// run's drain time ran out: the run gave up on it.
+	OutcomeCutOff = "cut off"
 )
 
 // Well-known outcomes, in the order tables show them.
@@ -83,6 +86,7 @@ type recorder struct {
 	start time.Time
 
 	mu      sync.Mutex
+	last    time.Time // when the last answer arrived
 	ops     map[string]*opTally
 	seconds []*secondTally
 	samples map[string]string // one transport error message per outcome, for the report
@@ -141,6 +145,9 @@ func (r *recorder) done(op, outcome string, latency time.Duration, end time.Time
 	}
 	h.add(latency)
 	t.all.add(latency)
+	if outcome != OutcomeUnsent && outcome != OutcomeCutOff && outcome != OutcomeSkipped && end.After(r.last) {
+		r.last = end
+	}
 	s := r.second(end)
 	key := op + " " + outcome
 	sh := s.outcomes[key]

@@ -64,6 +64,9 @@ type Mode struct {
 // client down).
 type OpenResult struct {
 	Duration float64 `json:"durationSeconds"`
+	// Window is the time from the start to the last answer (Duration plus
+	// however long the late answers took): rates of answers divide by it.
+	Window float64 `json:"answerWindowSeconds"`
 	// Offered, Answered and Latency sum up the scheduled operations
 	// (follow-ups not included): every scheduled request has exactly one
 	// outcome, so Answered == Offered.
@@ -74,7 +77,7 @@ type OpenResult struct {
 	Latency       Percentiles `json:"latency"`
 	Ops           []*OpStat   `json:"ops"`
 	// Committed counts successful holds (201) of every kind, follow-ups
-	// included; CommittedPerSec divides by Duration.
+	// included; CommittedPerSec divides by Window.
 	Committed       int      `json:"committed"`
 	CommittedPerSec float64  `json:"committedPerSec"`
 	Series          []Second `json:"series"`
@@ -151,7 +154,7 @@ type AuditResult struct {
 }
 
 // opResult turns one op's tally into its report.
-func opResult(name string, t *opTally, scheduled bool, seconds float64) *OpStat {
+func opResult(name string, t *opTally, scheduled bool, offeredOver, answeredOver float64) *OpStat {
 	o := &OpStat{Op: name, Scheduled: scheduled, Offered: t.offered, counts: map[string]int{}}
 	var names []string
 	for outcome := range t.outcomes {
@@ -165,9 +168,11 @@ func opResult(name string, t *opTally, scheduled bool, seconds float64) *OpStat 
 		o.Answered += int(h.n)
 	}
 	o.Latency = t.all.percentiles()
-	if seconds > 0 {
-		o.OfferedPerSec = float64(o.Offered) / seconds
-		o.AnswersPerSec = float64(o.Answered-o.counts[OutcomeUnsent]) / seconds
+	if offeredOver > 0 {
+		o.OfferedPerSec = float64(o.Offered) / offeredOver
+	}
+	if answeredOver > 0 {
+		o.AnswersPerSec = float64(o.Answered-o.counts[OutcomeUnsent]-o.counts[OutcomeCutOff]-o.counts[OutcomeSkipped]) / answeredOver
 	}
 	return o
 }
@@ -176,7 +181,7 @@ func opResult(name string, t *opTally, scheduled bool, seconds float64) *OpStat 
 func openResult(r *recorder, scheduled []string, dur time.Duration) *OpenResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := &OpenResult{Duration: dur.Seconds(), Errors: r.samples}
+	res := &OpenResult{Duration: dur.Seconds(), Window: max(dur, r.last.Sub(r.start)).Seconds(), Errors: r.samples}
 	var names []string
 	for name := range r.ops {
 		names = append(names, name)
@@ -198,7 +203,7 @@ func openResult(r *recorder, scheduled []string, dur time.Duration) *OpenResult 
 	})
 	var all hist
 	for _, name := range names {
-		o := opResult(name, r.ops[name], isScheduled(name), res.Duration)
+		o := opResult(name, r.ops[name], isScheduled(name), res.Duration, res.Window)
 		res.Ops = append(res.Ops, o)
 		if o.Scheduled {
 			all.merge(&r.ops[name].all)
@@ -212,8 +217,8 @@ func openResult(r *recorder, scheduled []string, dur time.Duration) *OpenResult 
 		}
 	}
 	res.Latency = all.percentiles()
-	if res.Duration > 0 {
-		res.CommittedPerSec = float64(res.Committed) / res.Duration
+	if res.Window > 0 {
+		res.CommittedPerSec = float64(res.Committed) / res.Window
 	}
 	for i, s := range r.seconds {
 		sec := Second{T: i, Offered: s.offered, Answered: int(s.all.n), Latency: s.all.percentiles(),

@@ -23,7 +23,7 @@ var tableColumns = []struct {
 	{"503 over", is("503 overloaded")},
 	{"5xx", isServerError},
 	{"transport", isTransport},
-	{"unsent", is(OutcomeUnsent)},
+	{"cut/unsent", func(o string) bool { return o == OutcomeUnsent || o == OutcomeCutOff }},
 	{"other", func(o string) bool { return !known(o) }},
 }
 
@@ -31,7 +31,7 @@ func is(want string) func(string) bool { return func(o string) bool { return o =
 
 func known(o string) bool {
 	switch {
-	case o == "200" || o == "201" || isServerError(o) || isTransport(o) || o == OutcomeUnsent:
+	case o == "200" || o == "201" || isServerError(o) || isTransport(o) || o == OutcomeUnsent || o == OutcomeCutOff:
 		return true
 	}
 	for _, k := range knownOutcomes {
@@ -58,7 +58,8 @@ func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s, PostgreSQL %s, Redis %s; berth and the load generator share the CPUs.\n",
 		r.Machine.NumCPU, r.Machine.GOMAXPROCS, r.Machine.GoVersion, r.Machine.PostgreSQL, r.Machine.Redis)
 
-	fmt.Fprintf(w, "\nOPEN LOOP (latency from each request's scheduled time; follow-ups from their own send time)\n")
+	fmt.Fprintf(w, "\nOPEN LOOP (latency from each request's scheduled time; follow-ups from their own send time;\n")
+	fmt.Fprintf(w, "answers/s and holds/s over the time until the last answer; cut/unsent: still unanswered when the drain time ran out)\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"mode", "op", "offered/s", "answers/s", "holds/s"}
 	for _, c := range tableColumns {
@@ -80,7 +81,7 @@ func (r *Report) WriteTable(w io.Writer) {
 			}
 			holds := "-"
 			if strings.Contains(op.Op, "hold") {
-				holds = fmt.Sprintf("%.1f", float64(op.Count("201"))/m.Open.Duration)
+				holds = fmt.Sprintf("%.1f", float64(op.Count("201"))/m.Open.Window)
 			}
 			row := []string{m.Name, name, offered, fmt.Sprintf("%.0f", op.AnswersPerSec), holds}
 			for _, c := range tableColumns {
