@@ -174,12 +174,11 @@ func runMode(ctx context.Context, o *Options, protect bool) (m *Mode, err error)
 		}
 		m.Features["cars"] = fmt.Sprintf("on, %d cars", len(cars))
 		p := newCarPeak(o, srv, cars)
-		conns := func(rate float64) int {
-			return max(8, int(float64(o.Conns)*rate/(o.SearchRate+o.CarHoldRate)))
-		}
+		// Each stream has its own clients: slow holds must not make
+		// searches wait for a client, nor the other way round.
 		streams = []stream{
-			{op: "search", rate: o.SearchRate, conns: conns(o.SearchRate), send: p.search},
-			{op: "car-hold", rate: o.CarHoldRate, conns: conns(o.CarHoldRate), send: p.hold},
+			{op: "search", rate: o.SearchRate, conns: o.Conns, send: p.search},
+			{op: "car-hold", rate: o.CarHoldRate, conns: o.Conns, send: p.hold},
 		}
 		bind = func(l *openLoop) { p.loop = l }
 	}
