@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/url"
 	"os"
 	"regexp"
@@ -201,18 +200,23 @@ func TestInjectedOversellFailsTheRun(t *testing.T) {
 	o.NoClosed = true
 	o.Duration = time.Second
 	o.BeforeAudit = func(ctx context.Context, pool *pgxpool.Pool) error {
-		tag, err := pool.Exec(ctx, `INSERT INTO booking (kind, status, customer_id, amount, currency, hold_expires_at,
-				starts_at, refund_rule, flight_id, fare_class, seats, quantity, created_at, updated_at)
-			SELECT kind, status, customer_id + 1, amount, currency, hold_expires_at,
-				starts_at, refund_rule, flight_id, fare_class, seats, quantity, created_at, updated_at
-			FROM booking WHERE status = 'HELD' AND cardinality(seats) > 0 ORDER BY id LIMIT 1`)
-		if err != nil {
+		// Copy a seat hold whole, whatever columns the booking has, as a
+		// second customer's live booking of the same seats.
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, `CREATE TEMP TABLE twin ON COMMIT DROP AS
+				SELECT * FROM booking WHERE status = 'HELD' AND cardinality(seats) > 0 ORDER BY id LIMIT 1`)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() != 1 {
+				return errors.New("no seat hold to double: the scenario held no seats")
+			}
+			if _, err := tx.Exec(ctx, `UPDATE twin SET id = nextval(pg_get_serial_sequence('booking', 'id')), customer_id = customer_id + 1`); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `INSERT INTO booking OVERRIDING SYSTEM VALUE SELECT * FROM twin`)
 			return err
-		}
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("no seat hold to double: the scenario held no seats")
-		}
-		return nil
+		})
 	}
 	rep, err := bench.Run(context.Background(), o)
 	dropAfter(t, rep)

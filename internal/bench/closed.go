@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"berth.dev/berth/internal/auth"
 )
 
@@ -25,19 +23,20 @@ const (
 // closedLoops runs the closed-loop measurements of one mode: commits on one
 // hot flight, then the bare net/http ceiling and the rejection paths,
 // measured back to back so that they share the machine's state.
-func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *pgxpool.Pool, protect bool,
+func closedLoops(ctx context.Context, o *Options, c *client, srv *server, protect bool,
 	soldOutFlight int64, features map[string]string) ([]*ClosedResult, error) {
 	var out []*ClosedResult
 
-	hot, err := createHotFlight(ctx, pool)
+	hot, err := createHotFlights(ctx, c, srv, hotFlightCount(o.ClosedDuration))
 	if err != nil {
 		return nil, err
 	}
 	out = append(out, runClosed(ctx, closedSpec{
-		name: HotFlight, what: fmt.Sprintf("holds of two seats committed on one flight, %d clients", o.HotClients),
-		clients: o.HotClients, dur: o.ClosedDuration, limit: int64(hotPairs), good: "201", timeout: o.Timeout,
+		name: HotFlight, what: fmt.Sprintf("holds of two seats committed on one flight at a time, %d clients", o.HotClients),
+		clients: o.HotClients, dur: o.ClosedDuration, limit: int64(len(hot) * hotPairsPerPlane), good: "201", timeout: o.Timeout,
 	}, func(ctx context.Context, i int64) answer {
-		body, _ := json.Marshal(holdBody{FlightID: hot, FareClass: "ECONOMY", Seats: hotPair(i)})
+		flightID, seats := hotPair(hot, i)
+		body, _ := json.Marshal(holdBody{FlightID: flightID, FareClass: "ECONOMY", Seats: seats})
 		return c.do(ctx, call{method: http.MethodPost, url: srv.url + "/bookings",
 			token: srv.token(auth.Customer, hotCustomers+i), body: body})
 	}))

@@ -286,16 +286,25 @@ func TestSaleHoldsAreValidRequests(t *testing.T) {
 }
 
 func TestHotPairsAreDistinctSeats(t *testing.T) {
+	flights := []int64{7, 8, 9}
 	seen := map[string]bool{}
-	for i := range int64(hotPairs) {
-		for _, s := range hotPair(i) {
-			if seen[s] || !seatRe.MatchString(s) {
-				t.Fatalf("pair %d: seat %q repeated or malformed", i, s)
+	for i := range int64(len(flights) * hotPairsPerPlane) {
+		f, seats := hotPair(flights, i)
+		if want := flights[i/int64(hotPairsPerPlane)]; f != want {
+			t.Fatalf("pair %d on flight %d, want %d", i, f, want)
+		}
+		for _, s := range seats {
+			key := fmt.Sprint(f, "/", s)
+			if seen[key] || !seatRe.MatchString(s) {
+				t.Fatalf("pair %d: seat %s repeated or malformed", i, key)
 			}
-			seen[s] = true
+			seen[key] = true
 		}
 	}
-	if len(seen) != hotFlightRows*len(hotFlightLetters) {
-		t.Errorf("%d seats, want every seat of the hot flight", len(seen))
+	if len(seen) != len(flights)*hotFlightRows*len(hotFlightLetters) {
+		t.Errorf("%d seats, want every seat of the hot flights", len(seen))
+	}
+	if n := hotFlightCount(5 * time.Second); n*hotPairsPerPlane < 5*hotPlanRate {
+		t.Errorf("%d hot flights hold %d pairs, fewer than 5 s at %d/s", n, n*hotPairsPerPlane, hotPlanRate)
 	}
 }
