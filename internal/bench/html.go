@@ -26,7 +26,10 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			for _, n := range s.Offered {
 				tMax = max(tMax, float64(n))
 			}
-			for _, st := range s.Outcomes {
+			for key, st := range s.Outcomes {
+				if !isAnswer(key) {
+					continue
+				}
 				tMax = max(tMax, float64(st.Count))
 				lMax = max(lMax, st.Latency.P99)
 			}
@@ -89,6 +92,15 @@ func colorOf(outcome string) string {
 	return spareColors[(h%len(spareColors)+len(spareColors))%len(spareColors)]
 }
 
+// isAnswer reports whether an "op outcome" key of the series is an answer
+// (or a failed request), rather than a request the client never sent,
+// gave up at the end, or skipped: those are plotted nowhere, since they
+// would land in one spike at the end of the run.
+func isAnswer(key string) bool {
+	_, outcome, _ := strings.Cut(key, " ")
+	return outcome != OutcomeUnsent && outcome != OutcomeCutOff && outcome != OutcomeSkipped
+}
+
 // dashOf draws follow-ups (payments, polls, retried holds) dashed, so they
 // read apart from the scheduled requests of the same outcome.
 func dashOf(scheduled bool) string {
@@ -144,6 +156,9 @@ func modeCharts(o *OpenResult, xMax, tMax, lMax float64) (tp, lat chart, legend 
 		return 1
 	})
 	for _, k := range keys {
+		if !isAnswer(k) {
+			continue // not answers: the notes and tables count them
+		}
 		op, outcome, _ := strings.Cut(k, " ")
 		color, dash := colorOf(outcome), dashOf(scheduled[op])
 		legend = append(legend, legendItem{Label: k, Color: color, Dash: dash})
@@ -154,7 +169,7 @@ func modeCharts(o *OpenResult, xMax, tMax, lMax float64) (tp, lat chart, legend 
 			x := float64(s.T) + 0.5
 			st, ok := s.Outcomes[k]
 			count.pts = append(count.pts, point{x, float64(st.Count)})
-			if !ok || outcome == OutcomeUnsent || outcome == OutcomeCutOff || outcome == OutcomeSkipped {
+			if !ok {
 				p99.pts = append(p99.pts, point{x, math.NaN()})
 				p50.pts = append(p50.pts, point{x, math.NaN()})
 				continue
