@@ -98,7 +98,7 @@ func colorOf(outcome string) string {
 // would land in one spike at the end of the run.
 func isAnswer(key string) bool {
 	_, outcome, _ := strings.Cut(key, " ")
-	return outcome != OutcomeUnsent && outcome != OutcomeCutOff && outcome != OutcomeSkipped
+	return answered(outcome)
 }
 
 // dashOf draws follow-ups (payments, polls, retried holds) dashed, so they

@@ -100,8 +100,8 @@ type opTally struct {
 
 type secondTally struct {
 	offered  map[string]int   // op → requests scheduled in this second
-	outcomes map[string]*hist // "op outcome" → answers in this second
-	all      hist             // every answer in this second
+	outcomes map[string]*hist // "op outcome" → requests that ended in this second
+	all      hist             // every answer in this second (see answered)
 }
 
 func newRecorder(start time.Time) *recorder {
@@ -145,7 +145,7 @@ func (r *recorder) done(op, outcome string, latency time.Duration, end time.Time
 	}
 	h.add(latency)
 	t.all.add(latency)
-	if outcome != OutcomeUnsent && outcome != OutcomeCutOff && outcome != OutcomeSkipped && end.After(r.last) {
+	if answered(outcome) && end.After(r.last) {
 		r.last = end
 	}
 	s := r.second(end)
@@ -156,7 +156,16 @@ func (r *recorder) done(op, outcome string, latency time.Duration, end time.Time
 		s.outcomes[key] = sh
 	}
 	sh.add(latency)
-	s.all.add(latency)
+	if answered(outcome) {
+		s.all.add(latency)
+	}
+}
+
+// answered reports whether an outcome ended a request that was sent and
+// either answered or failed, rather than never sent, given up at the end,
+// or skipped.
+func answered(outcome string) bool {
+	return outcome != OutcomeUnsent && outcome != OutcomeCutOff && outcome != OutcomeSkipped
 }
 
 // sample keeps the first message seen for a failed outcome.

@@ -108,7 +108,9 @@ type OutcomeStat struct {
 }
 
 // Second is one second of an open-loop run: requests scheduled in it,
-// answers that arrived in it, and their latencies by "op outcome".
+// answers that arrived in it (Answered and Latency leave out requests never
+// sent or cut off at the end), and every request that ended in it by
+// "op outcome".
 type Second struct {
 	T        int                    `json:"t"`
 	Offered  map[string]int         `json:"offered"`
