@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"net/url"
 	"time"
@@ -58,7 +59,33 @@ func createDatabase(ctx context.Context, adminURL, name string) (string, error) 
 	if _, err := pg.Migrate(ctx, pool); err != nil {
 		return "", fmt.Errorf("migrate %s: %w", name, err)
 	}
+	if err := spreadIDs(ctx, pool); err != nil {
+		return "", fmt.Errorf("prepare %s: %w", name, err)
+	}
 	return dbURL, nil
+}
+
+// spreadIDs starts the flight and car ids of a fresh database at a random
+// offset. Redis outlives the bench's databases and may be shared by
+// several runs at once: keys of the surge layers (seat gates, sold-out
+// hints) name flights by id, and two runs whose flights were both
+// numbered from 1 would turn each other's customers away.
+func spreadIDs(ctx context.Context, pool *pgxpool.Pool) error {
+	for _, table := range []string{"flight", "car"} {
+		var exists bool
+		if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			continue
+		}
+		// Identity or serial alike: both have a sequence behind the column.
+		start := 1_000_000 * (1 + mrand.Int64N(1_000_000))
+		if _, err := pool.Exec(ctx, `SELECT setval(pg_get_serial_sequence($1, 'id'), $2, false)`, table, start); err != nil {
+			return fmt.Errorf("restart %s ids: %w", table, err)
+		}
+	}
+	return nil
 }
 
 // dropDatabase drops a database the bench created.
