@@ -33,7 +33,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("bench: server log: %w", err)
 	}
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }() // berth's log: nothing to do if the last lines are lost
 	o.ServerLog = logFile
 	o.Progress = stderr
 	o.Getenv = getenv
@@ -64,7 +64,7 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return fmt.Errorf("bench: %w", err)
 	}
 	if err := write(f); err != nil {
-		f.Close()
+		_ = f.Close() // the write error is the one to report
 		return err
 	}
 	if err := f.Close(); err != nil {
