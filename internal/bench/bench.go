@@ -108,7 +108,7 @@ func runMode(ctx context.Context, o *Options, protect bool) (m *Mode, err error)
 	if !o.Keep {
 		defer func() {
 			if derr := dropDatabase(o.DatabaseURL, m.Database); derr != nil {
-				m.Notes = append(m.Notes, "could not drop the database: "+derr.Error())
+				m.Notes = append(m.Notes, fmt.Sprintf("could not drop the database %s (drop it by hand): %v", m.Database, derr))
 			}
 		}()
 	} else {

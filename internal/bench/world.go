@@ -88,8 +88,23 @@ func spreadIDs(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// dropDatabase drops a database the bench created.
+// dropDatabase drops a database the bench created. The server may be
+// short of connections for a moment (other work shares it), so it tries a
+// few times before giving up.
 func dropDatabase(adminURL, name string) error {
+	var err error
+	for attempt := range 5 {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * time.Second)
+		}
+		if err = dropOnce(adminURL, name); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+func dropOnce(adminURL, name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, adminURL)
