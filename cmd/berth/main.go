@@ -82,6 +82,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return dev(ctx, rest, getenv, stdout, stderr)
 	case "audit":
 		return auditCmd(ctx, rest, getenv, stdout)
+	case "bench":
+		return benchCmd(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

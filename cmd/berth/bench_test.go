@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/bench"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestBenchFlags(t *testing.T) {
+	getenv := env(map[string]string{"BERTH_DATABASE_URL": "postgres://db/x", "BERTH_REDIS_URL": "redis://r:6379/0"})
+	o, out, err := benchOptions([]string{"--quick", "--rate", "250", "--protect=on", "--out", "/tmp/b"}, getenv, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := bench.Quick()
+	if o.Rate != 250 || o.Protect != "on" || out != "/tmp/b" || o.Duration != q.Duration || o.Flights != q.Flights {
+		t.Errorf("--quick with overrides: rate %g protect %s out %s duration %s flights %d", o.Rate, o.Protect, out, o.Duration, o.Flights)
+	}
+	if o.DatabaseURL != "postgres://db/x" || o.RedisURL != "redis://r:6379/0" {
+		t.Errorf("environment not read: %q %q", o.DatabaseURL, o.RedisURL)
+	}
+	o, _, err = benchOptions([]string{"--database-url", "postgres://other/y", "--duration", "7s"}, getenv, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.DatabaseURL != "postgres://other/y" || o.Duration != 7*time.Second || o.Rate != bench.Defaults().Rate {
+		t.Errorf("flags over environment and defaults: %q %s %g", o.DatabaseURL, o.Duration, o.Rate)
+	}
+}
+
+func TestBenchRefusesBadSettings(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--protect=maybe"}, "--protect"},
+		{[]string{"--scenario", "black-friday"}, "--scenario"},
+		{[]string{"--rate", "-5"}, "--rate"},
+		{[]string{"surprise"}, "unexpected argument"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), append([]string{"bench"}, tc.args...),
+			env(map[string]string{"BERTH_DATABASE_URL": "postgres://127.0.0.1:1/x"}), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error()+stderr.String(), tc.want) {
+			t.Errorf("bench %v: err %v, stderr %q; want it to name %s", tc.args, err, stderr.String(), tc.want)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("bench %v printed a report for bad settings: %s", tc.args, stdout.String())
+		}
+	}
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"bench", "--quick"}, env(nil), &bytes.Buffer{}, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "BERTH_DATABASE_URL") {
+		t.Errorf("bench without a database: %v", err)
+	}
+}

@@ -1,0 +1,276 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/auth"
+)
+
+// FailedError is a run that finished but failed: an invariant violated, a
+// server error, or an audit that could not run. The report is complete.
+type FailedError struct{ Failures []string }
+
+func (e *FailedError) Error() string {
+	return "bench failed:\n  " + strings.Join(e.Failures, "\n  ")
+}
+
+// Run runs the scenario in each mode o asks for, one after the other, and
+// returns the report. The error is a *FailedError when the run finished
+// but failed (the report says why), ErrUnavailable (wrapped) when this
+// build cannot run the scenario, or another error when the bench could not
+// set itself up; the report then holds what was measured so far.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	rep := &Report{Scenario: o.Scenario, Started: time.Now().UTC(), Settings: o.settings(), Failures: []string{}}
+	rep.Machine = Machine{NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
+		PostgreSQL: serverVersion(ctx, o.DatabaseURL), Redis: "embedded"}
+	if o.RedisURL != "" {
+		if u, err := url.Parse(o.RedisURL); err == nil {
+			rep.Machine.Redis = u.Host
+		}
+	}
+	for _, protect := range o.modes() {
+		if ctx.Err() != nil {
+			break
+		}
+		m, err := runMode(ctx, &o, protect)
+		if m != nil {
+			rep.Modes = append(rep.Modes, m)
+			rep.Failures = append(rep.Failures, m.Failures...)
+		}
+		if err != nil {
+			rep.Targets = rep.targets()
+			return rep, fmt.Errorf("protect=%s: %w", onOff(protect), err)
+		}
+	}
+	if ctx.Err() != nil {
+		rep.Failures = append(rep.Failures, "interrupted before the end")
+	}
+	rep.Targets = rep.targets()
+	if len(rep.Failures) > 0 {
+		return rep, &FailedError{Failures: rep.Failures}
+	}
+	return rep, nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func serverVersion(ctx context.Context, u string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		return "unknown"
+	}
+	defer conn.Close(context.Background())
+	var v string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return "unknown"
+	}
+	return v
+}
+
+// runMode prepares a fresh world, runs the scenario and the closed loops
+// against berth with protect on or off, stops berth and audits the
+// database. Setup errors end the mode at once.
+func runMode(ctx context.Context, o *Options, protect bool) (m *Mode, err error) {
+	m = &Mode{Name: "protect=" + onOff(protect), Protect: protect, Features: map[string]string{}, Failures: []string{}, Notes: []string{}}
+	m.Database = fmt.Sprintf("%s%s_%s_%d_%s", dbPrefix, strings.ReplaceAll(o.Scenario, "-", "_"), onOff(protect), time.Now().Unix(), randomHex(3))
+	say := func(format string, args ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "%-12s "+format+"\n", append([]any{m.Name}, args...)...)
+		}
+	}
+
+	say("creating database %s", m.Database)
+	dbURL, err := createDatabase(ctx, o.DatabaseURL, m.Database)
+	if err != nil {
+		return m, err
+	}
+	if !o.Keep {
+		defer func() {
+			if derr := dropDatabase(o.DatabaseURL, m.Database); derr != nil {
+				m.Notes = append(m.Notes, fmt.Sprintf("could not drop the database %s (drop it by hand): %v", m.Database, derr))
+			}
+		}()
+	} else {
+		m.Notes = append(m.Notes, "database kept: "+m.Database)
+	}
+	cfg, err := serverConfig(dbURL, o.RedisURL, protect, o.Getenv)
+	if err != nil {
+		return m, err
+	}
+	pool, err := openPool(ctx, dbURL)
+	if err != nil {
+		return m, err
+	}
+	defer pool.Close()
+	srv, err := startServer(ctx, cfg, o.ServerLog)
+	if err != nil {
+		return m, err
+	}
+	defer func() {
+		if serr := srv.shutdown(); serr != nil && err == nil {
+			err = fmt.Errorf("berth stopped with an error: %w", serr)
+		}
+	}()
+	c := newClient(max(o.Conns, o.RejectClients, o.HotClients))
+	defer c.close()
+
+	// The flight every mode needs: one class of a single unit, held once,
+	// so it is sold out; the hold also probes whether payments exist.
+	say("loading the %s world", o.Scenario)
+	soldOut, err := createFlight(ctx, c, srv, []flightFare{{FareClass: "ECONOMY", Price: 1_500_000, Currency: "VND", Capacity: 1, Seats: []string{}}})
+	if err != nil {
+		return m, err
+	}
+	payFeature, payments, err := probePayments(ctx, c, srv, soldOut)
+	if err != nil {
+		return m, err
+	}
+	m.Features["payments"] = payFeature
+
+	var (
+		streams []stream
+		bind    func(*openLoop)
+	)
+	switch o.Scenario {
+	case FlashSale:
+		flights, err := setupSale(ctx, o, c, srv, protect, m.Features)
+		if err != nil {
+			return m, err
+		}
+		f := &flashSale{o: o, srv: srv, c: c, flights: flights, pop: newPopularity(len(flights), o.Zipf),
+			pay: payments && o.PayShare > 0, waitingRoom: strings.HasPrefix(m.Features["waitingRoom"], "on"),
+			pollEvery: min(time.Second, o.WaitMax/4)}
+		if !f.pay && payments {
+			m.Features["payments"] = "off (--pay-share 0)"
+		}
+		streams = []stream{{op: "hold", rate: o.Rate, conns: o.Conns, send: f.hold}}
+		bind = func(l *openLoop) { f.loop = l }
+	case CarPeak:
+		cars, err := setupCars(ctx, o, c, srv)
+		if err != nil {
+			m.Features["cars"] = "unavailable in this build"
+			return m, err
+		}
+		m.Features["cars"] = fmt.Sprintf("on, %d cars", len(cars))
+		p := newCarPeak(o, srv, cars)
+		// Each stream has its own clients: slow holds must not make
+		// searches wait for a client, nor the other way round.
+		streams = []stream{
+			{op: "search", rate: o.SearchRate, conns: o.Conns, send: p.search},
+			{op: "car-hold", rate: o.CarHoldRate, conns: o.Conns, send: p.hold},
+		}
+		bind = func(l *openLoop) { p.loop = l }
+	}
+	say("warming up %d connections", o.Conns)
+	warmUp(ctx, c, srv, o.Conns)
+	scheduled := make([]string, 0, len(streams))
+	for _, s := range streams {
+		scheduled = append(scheduled, s.op)
+	}
+	loop := newOpenLoop(c, time.Now().Add(200*time.Millisecond), o.Duration, o.Drain, o.Timeout, 4*o.Conns)
+	bind(loop)
+	say("running %s for %s", o.Scenario, o.Duration)
+	progCtx, stopProgress := context.WithCancel(ctx)
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		loop.report(progCtx, o.Progress, m.Name, streams)
+	}()
+	loop.run(ctx, streams)
+	stopProgress()
+	<-reported
+	m.Open = openResult(loop.rec, scheduled, o.Duration)
+	if n, cut := unanswered(m.Open); n+cut > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("the client fell behind the offered load: %d scheduled requests were never sent (all %d clients were waiting for earlier answers) "+
+			"and %d were still unanswered when the drain time ran out; their latencies count up to then, a lower bound", n, o.Conns, cut))
+	}
+
+	if !o.NoClosed && ctx.Err() == nil {
+		say("closed loops: hot flight (%d clients), rejections and bare net/http (%d clients), %s each", o.HotClients, o.RejectClients, o.ClosedDuration)
+		m.Closed, err = closedLoops(ctx, o, c, srv, protect, soldOut, m.Features)
+		if err != nil {
+			return m, err
+		}
+	}
+
+	// Let in-flight work (payments' webhooks) land, stop berth, then audit
+	// the database at rest.
+	sleepUntil(ctx, time.Now().Add(o.Settle))
+	if err := srv.shutdown(); err != nil {
+		m.Failures = append(m.Failures, fmt.Sprintf("%s: berth stopped with an error: %v", m.Name, err))
+	}
+	m.Audit = runAudit(context.WithoutCancel(ctx), o, pool, cfg.SweepInterval)
+	if m.Audit.OK {
+		say("audit: all invariants hold")
+	} else {
+		say("audit: FAILED")
+	}
+	m.Failures = append(m.Failures, m.verdict()...)
+	return m, nil
+}
+
+func unanswered(o *OpenResult) (unsent, cut int) {
+	for _, op := range o.Ops {
+		unsent += op.Count(OutcomeUnsent)
+		cut += op.Count(OutcomeCutOff)
+	}
+	return unsent, cut
+}
+
+// runAudit checks the invariants on the mode's database.
+func runAudit(ctx context.Context, o *Options, pool *pgxpool.Pool, sweep time.Duration) AuditResult {
+	var res AuditResult
+	if o.BeforeAudit != nil {
+		if err := o.BeforeAudit(ctx, pool); err != nil {
+			res.Error = "before audit: " + err.Error()
+			return res
+		}
+	}
+	results, err := audit.Run(ctx, pool, audit.Options{Now: time.Now(), SweepInterval: sweep})
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	res.Ran, res.OK, res.Results = true, !audit.Failed(results), results
+	return res
+}
+
+// warmUp opens the client's connections and fills berth's database pool
+// before the measurement, so that the first second does not measure dials
+// and PostgreSQL backends starting: conns requests at once, three times,
+// each a small read of the database.
+func warmUp(ctx context.Context, c *client, srv *server, conns int) {
+	tok := srv.token(auth.Customer, setupCustomer)
+	for range 3 {
+		var wg sync.WaitGroup
+		for range conns {
+			wg.Go(func() {
+				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				c.do(rctx, call{method: http.MethodGet, url: srv.url + "/bookings?limit=1", token: tok})
+			})
+		}
+		wg.Wait()
+	}
+}

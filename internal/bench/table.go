@@ -1,0 +1,246 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Columns of the outcome table: the outcomes the issue asks to see, each
+// column summing the outcomes it matches.
+var tableColumns = []struct {
+	head  string
+	match func(string) bool
+}{
+	{"2xx", func(o string) bool { return o == "200" || o == "201" }},
+	{"409 seat", is("409 seat_unavailable")},
+	{"409 sold", is("409 sold_out")},
+	{"409 car", is("409 car_unavailable")},
+	{"429 wait", is("429 waiting_room")},
+	{"429 rate", is("429 rate_limited")},
+	{"503 over", is("503 overloaded")},
+	{"5xx", isServerError},
+	{"transport", isTransport},
+	{"cut/unsent", func(o string) bool { return o == OutcomeUnsent || o == OutcomeCutOff }},
+	{"other", func(o string) bool { return !known(o) }},
+}
+
+func is(want string) func(string) bool { return func(o string) bool { return o == want } }
+
+func known(o string) bool {
+	switch {
+	case o == "200" || o == "201" || isServerError(o) || isTransport(o) || o == OutcomeUnsent || o == OutcomeCutOff:
+		return true
+	}
+	for _, k := range knownOutcomes {
+		if k == o {
+			return true
+		}
+	}
+	return false
+}
+
+func columnCount(outcomes []OutcomeStat, match func(string) bool) int {
+	n := 0
+	for _, s := range outcomes {
+		if match(s.Outcome) {
+			n += s.Count
+		}
+	}
+	return n
+}
+
+// WriteTable prints the report for a terminal: both modes side by side.
+func (r *Report) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "\nberth bench %s — %s\n", r.Scenario, r.Describe())
+	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s, PostgreSQL %s, Redis %s; berth and the load generator share the CPUs.\n",
+		r.Machine.NumCPU, r.Machine.GOMAXPROCS, r.Machine.GoVersion, r.Machine.PostgreSQL, r.Machine.Redis)
+
+	fmt.Fprintf(w, "\nOPEN LOOP (latency from each request's scheduled time; follow-ups from their own send time;\n")
+	fmt.Fprintf(w, "answers/s and holds/s over the time until the last answer; cut/unsent: still unanswered when the drain time ran out)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"mode", "op", "offered/s", "answers/s", "holds/s"}
+	for _, c := range tableColumns {
+		head = append(head, c.head)
+	}
+	head = append(head, "p50 ms", "p90 ms", "p99 ms", "max ms", "")
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, m := range r.Modes {
+		if m.Open == nil {
+			continue
+		}
+		for _, op := range m.Open.Ops {
+			name := op.Op
+			offered := "-"
+			if op.Scheduled {
+				offered = fmt.Sprintf("%.0f", op.OfferedPerSec)
+			} else {
+				name += " (follow-up)"
+			}
+			holds := "-"
+			if strings.Contains(op.Op, "hold") {
+				holds = fmt.Sprintf("%.1f", float64(op.Count("201"))/m.Open.Window)
+			}
+			row := []string{m.Name, name, offered, fmt.Sprintf("%.0f", op.AnswersPerSec), holds}
+			for _, c := range tableColumns {
+				row = append(row, fmt.Sprint(columnCount(op.Outcomes, c.match)))
+			}
+			row = append(row, num(op.Latency.P50), num(op.Latency.P90), num(op.Latency.P99), num(op.Latency.Max), "")
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
+		}
+	}
+	_ = tw.Flush()
+
+	fmt.Fprintf(w, "\nLATENCY BY OUTCOME (ms)\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\top\toutcome\tcount\tp50\tp90\tp99\tmax\t")
+	for _, m := range r.Modes {
+		if m.Open == nil {
+			continue
+		}
+		for _, op := range m.Open.Ops {
+			for _, s := range op.Outcomes {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", m.Name, op.Op, s.Outcome, s.Count,
+					num(s.Latency.P50), num(s.Latency.P90), num(s.Latency.P99), num(s.Latency.Max))
+			}
+		}
+	}
+	_ = tw.Flush()
+
+	if names := r.closedNames(); len(names) > 0 {
+		fmt.Fprintf(w, "\nCLOSED LOOP (each client sends its next request when the previous is answered)\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		row := []string{"measurement", "clients"}
+		for _, m := range r.Modes {
+			row = append(row, m.Name+" good/s", "p50 ms", "p99 ms", "other answers")
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		for _, name := range names {
+			row := []string{name, ""}
+			for _, m := range r.Modes {
+				c := m.Measurement(name)
+				switch {
+				case c == nil:
+					row = append(row, "-", "-", "-", "-")
+					continue
+				case c.Skipped != "":
+					row = append(row, "n/a", "-", "-", "-")
+					continue
+				}
+				row[1] = fmt.Sprint(c.Clients)
+				row = append(row, fmt.Sprintf("%.0f", c.GoodPerSec), num(c.Latency.P50), num(c.Latency.P99), otherAnswers(c))
+			}
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		}
+		_ = tw.Flush()
+	}
+
+	fmt.Fprintf(w, "\nAUDIT (internal/audit on each mode's database after berth stopped)\n")
+	for _, m := range r.Modes {
+		fmt.Fprintf(w, "  %-12s %s\n", m.Name, m.auditLine())
+	}
+
+	if len(r.Targets) > 0 {
+		fmt.Fprintf(w, "\nTARGETS OF ISSUE 6 (informational; only invariants and 5xx fail the run)\n")
+		for _, t := range r.Targets {
+			fmt.Fprintf(w, "  [%s] %s: %s\n", t.verdict(), t.Name, t.Value)
+		}
+	}
+
+	var notes []string
+	for _, m := range r.Modes {
+		for k, v := range m.Features {
+			notes = append(notes, fmt.Sprintf("%s: %s: %s", m.Name, k, v))
+		}
+		for _, n := range m.Notes {
+			notes = append(notes, m.Name+": "+n)
+		}
+	}
+	if len(notes) > 0 {
+		slices.Sort(notes)
+		fmt.Fprintf(w, "\nNOTES\n")
+		for _, n := range notes {
+			fmt.Fprintf(w, "  %s\n", n)
+		}
+	}
+	if len(r.Failures) > 0 {
+		fmt.Fprintf(w, "\nFAILED\n")
+		for _, f := range r.Failures {
+			fmt.Fprintf(w, "  %s\n", f)
+		}
+	} else {
+		fmt.Fprintf(w, "\nPASSED: nothing oversold, every invariant holds, no 5xx but 503 overloaded.\n")
+	}
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func otherAnswers(c *ClosedResult) string {
+	var parts []string
+	for _, s := range c.Outcomes {
+		if s.Outcome != c.GoodOutcome {
+			parts = append(parts, fmt.Sprintf("%s×%d", s.Outcome, s.Count))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Describe says what was offered, in a line.
+func (r *Report) Describe() string {
+	s := r.Settings
+	switch r.Scenario {
+	case FlashSale:
+		return fmt.Sprintf("%s flights × %d seats, %s holds/s offered for %s (zipf %s, %s seat holds, %s pay, waiting room %s)",
+			s["flights"], SeatsPerFlight, s["rate"], s["duration"], s["zipf"], s["seatShare"], s["payShare"], s["waitingRoom"])
+	case CarPeak:
+		return fmt.Sprintf("%s cars, %s searches/s and %s holds/s offered for %s", s["cars"], s["searchRate"], s["carHoldRate"], s["duration"])
+	}
+	return ""
+}
+
+func (r *Report) closedNames() []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, m := range r.Modes {
+		for _, c := range m.Closed {
+			if !seen[c.Name] {
+				seen[c.Name] = true
+				names = append(names, c.Name)
+			}
+		}
+	}
+	return names
+}
+
+func (m *Mode) auditLine() string {
+	switch {
+	case !m.Audit.Ran:
+		return "DID NOT RUN: " + m.Audit.Error
+	case m.Audit.OK:
+		var ids []string
+		for _, r := range m.Audit.Results {
+			ids = append(ids, r.ID)
+		}
+		return "ok (" + strings.Join(ids, ", ") + " hold)"
+	}
+	var bad []string
+	for _, r := range m.Audit.Results {
+		if !r.OK {
+			bad = append(bad, fmt.Sprintf("%s ×%d", r.ID, r.Count))
+		}
+	}
+	return "VIOLATED: " + strings.Join(bad, ", ")
+}

@@ -1,0 +1,217 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/pg"
+)
+
+// dbPrefix starts the name of every database the bench creates.
+const dbPrefix = "berth_bench_"
+
+// withDatabase returns base with its database replaced by name.
+func withDatabase(base, name string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", errors.New("the database URL must be a postgres:// URL")
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// createDatabase creates a fresh database beside the one adminURL names
+// and migrates it; it returns the new database's URL.
+func createDatabase(ctx context.Context, adminURL, name string) (string, error) {
+	dbURL, err := withDatabase(adminURL, name)
+	if err != nil {
+		return "", err
+	}
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
+	}
+	pool, err := pg.Open(ctx, dbURL, pg.PoolConfig{MaxConns: 2, AppName: "berth-bench"})
+	if err != nil {
+		return "", err
+	}
+	defer pool.Close()
+	if _, err := pg.Migrate(ctx, pool); err != nil {
+		return "", fmt.Errorf("migrate %s: %w", name, err)
+	}
+	if err := spreadIDs(ctx, pool); err != nil {
+		return "", fmt.Errorf("prepare %s: %w", name, err)
+	}
+	return dbURL, nil
+}
+
+// spreadIDs starts the flight and car ids of a fresh database at a random
+// offset. Redis outlives the bench's databases and may be shared by
+// several runs at once: keys of the surge layers (seat gates, sold-out
+// hints) name flights by id, and two runs whose flights were both
+// numbered from 1 would turn each other's customers away.
+func spreadIDs(ctx context.Context, pool *pgxpool.Pool) error {
+	for _, table := range []string{"flight", "car"} {
+		var exists bool
+		if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			continue
+		}
+		// Identity or serial alike: both have a sequence behind the column.
+		start := 1_000_000 * (1 + mrand.Int64N(1_000_000))
+		if _, err := pool.Exec(ctx, `SELECT setval(pg_get_serial_sequence($1, 'id'), $2, false)`, table, start); err != nil {
+			return fmt.Errorf("restart %s ids: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// dropDatabase drops a database the bench created. The server may be
+// short of connections for a moment (other work shares it), so it tries a
+// few times before giving up.
+func dropDatabase(adminURL, name string) error {
+	var err error
+	for attempt := range 5 {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * time.Second)
+		}
+		if err = dropOnce(adminURL, name); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+func dropOnce(adminURL, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+func redact(u string) string {
+	cfg, err := pgx.ParseConfig(u)
+	if err != nil {
+		return "(unparseable url)"
+	}
+	return fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// server is berth running in this process for one mode.
+type server struct {
+	url     string
+	app     *app.App
+	secret  []byte
+	stop    context.CancelFunc
+	done    chan error
+	stopped bool
+}
+
+// serverConfig returns the settings of the berth under test: berth's
+// defaults and whatever BERTH_* settings getenv supplies, with the
+// database, fresh secrets, a loopback address and protect forced.
+func serverConfig(dbURL, redisURL string, protect bool, getenv func(string) string) (config.Config, error) {
+	forced := map[string]string{
+		"BERTH_DATABASE_URL":   dbURL,
+		"BERTH_HTTP_ADDR":      "127.0.0.1:0",
+		"BERTH_AUTH_SECRET":    randomHex(32),
+		"BERTH_WEBHOOK_SECRET": "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16))),
+		"BERTH_PROTECT":        map[bool]string{true: "on", false: "off"}[protect],
+		"BERTH_REDIS_URL":      redisURL,
+	}
+	cfg, err := config.Load(nil, func(k string) string {
+		if v, ok := forced[k]; ok {
+			return v
+		}
+		if getenv != nil {
+			return getenv(k)
+		}
+		return ""
+	})
+	if err != nil {
+		return cfg, fmt.Errorf("settings of the berth under test: %w", err)
+	}
+	return cfg, nil
+}
+
+// startServer runs berth with cfg in this process on a loopback port.
+func startServer(ctx context.Context, cfg config.Config, logw io.Writer) (*server, error) {
+	log := slog.New(slog.DiscardHandler)
+	if logw != nil {
+		log = slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	a, err := app.New(ctx, cfg, app.Options{Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("start berth: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s := &server{url: "http://" + ln.Addr().String(), app: a, secret: []byte(cfg.AuthSecret), stop: stop, done: make(chan error, 1)}
+	go func() { s.done <- a.Run(runCtx, ln) }()
+	return s, nil
+}
+
+// shutdown stops berth gracefully and closes its pool.
+func (s *server) shutdown() error {
+	if s.stopped {
+		return nil
+	}
+	s.stopped = true
+	s.stop()
+	err := <-s.done
+	s.app.Close()
+	return err
+}
+
+// token returns a bearer token for sub with role, valid for a day.
+func (s *server) token(role string, sub int64) string {
+	t, err := auth.Issue(s.secret, sub, role, time.Now(), 24*time.Hour)
+	if err != nil {
+		panic(fmt.Sprintf("bench: issue token: %v", err)) // role and sub are the bench's own constants
+	}
+	return t
+}
+
+// openPool opens a small pool on the mode's database for setup and audit.
+func openPool(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
+	return pg.Open(ctx, dbURL, pg.PoolConfig{MaxConns: 4, AppName: "berth-bench"})
+}
