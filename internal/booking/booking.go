@@ -72,6 +72,9 @@ type Booking struct {
 
 	CancelReason string
 	RefundAmount *int64
+	// RefundStatus is REQUESTED while money is owed back to the customer
+	// and SUCCEEDED once the gateway returned it; "" when nothing is owed.
+	RefundStatus string
 	Version      int
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
@@ -80,8 +83,8 @@ type Booking struct {
 // Columns is the select list that Scan reads, in order. Statements that
 // return a booking use "RETURNING " + Columns.
 const Columns = `id, kind, status, customer_id, host_id, amount, currency, hold_expires_at, starts_at,
-	refund_rule, flight_id, fare_class, seats, quantity, cancel_reason, refund_amount, version,
-	created_at, updated_at`
+	refund_rule, flight_id, fare_class, seats, quantity, cancel_reason, refund_amount, refund_status,
+	version, created_at, updated_at`
 
 // Scan reads one row of Columns.
 func Scan(row pgx.Row) (*Booking, error) {
@@ -92,11 +95,12 @@ func Scan(row pgx.Row) (*Booking, error) {
 		fareClass    *string
 		quantity     *int
 		cancelReason *string
+		refundStatus *string
 		rule         []byte
 	)
 	err := row.Scan(&b.ID, &b.Kind, &b.Status, &b.CustomerID, &hostID, &b.Amount, &b.Currency,
 		&b.HoldExpiresAt, &b.StartsAt, &rule, &flightID, &fareClass, &b.Seats, &quantity,
-		&cancelReason, &b.RefundAmount, &b.Version, &b.CreatedAt, &b.UpdatedAt)
+		&cancelReason, &b.RefundAmount, &refundStatus, &b.Version, &b.CreatedAt, &b.UpdatedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +112,7 @@ func Scan(row pgx.Row) (*Booking, error) {
 	b.FareClass = deref(fareClass)
 	b.Quantity = deref(quantity)
 	b.CancelReason = deref(cancelReason)
+	b.RefundStatus = deref(refundStatus)
 	return &b, nil
 }
 
@@ -134,6 +139,7 @@ type View struct {
 	Quantity      int        `json:"quantity,omitempty"`
 	PaymentURL    string     `json:"paymentUrl,omitempty"`
 	RefundAmount  *int64     `json:"refundAmount,omitempty"`
+	RefundStatus  string     `json:"refundStatus,omitempty"`
 	CancelReason  string     `json:"cancelReason,omitempty"`
 	Version       int        `json:"version"`
 	CreatedAt     time.Time  `json:"createdAt"`
@@ -150,6 +156,7 @@ func (b *Booking) View() View {
 		Amount:       b.Amount,
 		Currency:     b.Currency,
 		RefundAmount: b.RefundAmount,
+		RefundStatus: b.RefundStatus,
 		CancelReason: b.CancelReason,
 		Version:      b.Version,
 		CreatedAt:    b.CreatedAt.UTC(),
