@@ -23,6 +23,8 @@ import (
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/flight"
 	"berth.dev/berth/internal/httpapi"
+	"berth.dev/berth/internal/payment"
+	"berth.dev/berth/internal/payment/paysim"
 	"berth.dev/berth/internal/pg"
 )
 
@@ -35,6 +37,8 @@ type Options struct {
 	// SeatMapTTL overrides the seat-map cache lifetime (tests set it to a
 	// nanosecond to see every change at once).
 	SeatMapTTL time.Duration
+	// Gateway replaces the payment gateway (tests' hand-written fakes).
+	Gateway payment.Gateway
 }
 
 // App is a wired berth service.
@@ -48,6 +52,13 @@ type App struct {
 	Sweeper  *booking.Sweeper
 	API      *httpapi.Server
 	Registry *prometheus.Registry
+
+	// Payments takes and refunds money; Refunds is its consumer of
+	// refund.requested events. PaySim is the built-in gateway simulator,
+	// set when no gateway URL is configured.
+	Payments *payment.Service
+	Refunds  *payment.Refunds
+	PaySim   *paysim.Sim
 }
 
 // New connects to the database (migrating it first when cfg.Migrate is set)
@@ -86,9 +97,14 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		booking.KindFlight: a.Flights.Inventory(),
 	})
 	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, cfg.SweepInterval, o.Registry)
+	if err := a.wirePayments(cfg, o); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	a.API = httpapi.New(httpapi.Deps{
 		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Lifecycle: a.Life,
 		AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry,
+		Payments: a.Payments, PaySim: a.paySimHandler(),
 	})
 	return a, nil
 }
@@ -112,6 +128,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { a.Sweeper.Run(workers) })
+	a.runPayments(workers, &wg, ln.Addr())
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
+	"berth.dev/berth/internal/payment"
 )
 
 // Deps is what the API serves from.
@@ -34,6 +35,12 @@ type Deps struct {
 	// Ready lists the dependencies /readyz checks besides the database.
 	Ready    map[string]func(context.Context) error
 	Registry *prometheus.Registry
+
+	// Payments serves payments and the gateway's webhooks; PaySim, when
+	// set, is the built-in gateway simulator, served under /paysim/ (its
+	// checkout pages).
+	Payments *payment.Service
+	PaySim   http.Handler
 }
 
 // Server is the HTTP API.
@@ -62,11 +69,13 @@ func (s *Server) routes() {
 	s.handle("POST /admin/flights", roles(auth.Admin), s.createFlight)
 	s.handle("PATCH /admin/flights/{id}/fares/{fareClass}", roles(auth.Admin), s.patchFare)
 
-	s.handle("POST /bookings", roles(auth.Customer), s.createBooking)
+	s.handle("POST /bookings", roles(auth.Customer), s.idempotent(keyOptional, s.createBooking))
 	s.handle("GET /bookings", anyRole, s.listBookings)
 	s.handle("GET /bookings/{id}", anyRole, s.getBooking)
 	s.handle("DELETE /bookings/{id}", anyRole, s.cancelBooking)
 	s.handle("POST /bookings/{id}/cancel", anyRole, s.cancelBooking)
+
+	s.paymentRoutes()
 }
 
 // access says who may call a route: nobody needs a token (nil), any valid

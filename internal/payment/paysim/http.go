@@ -170,4 +170,3 @@ func (s *Sim) index(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_ = indexTmpl.Execute(w, map[string]any{"Stats": st, "Recent": recent})
 }
-

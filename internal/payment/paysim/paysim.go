@@ -138,7 +138,9 @@ func (s *Sim) Configure(f func(*Options)) {
 }
 
 // SetBaseURL sets where checkout pages are served.
-func (s *Sim) SetBaseURL(u string) { s.Configure(func(o *Options) { o.BaseURL = strings.TrimRight(u, "/") }) }
+func (s *Sim) SetBaseURL(u string) {
+	s.Configure(func(o *Options) { o.BaseURL = strings.TrimRight(u, "/") })
+}
 
 func (s *Sim) options() Options {
 	s.mu.Lock()
