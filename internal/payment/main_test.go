@@ -2,6 +2,7 @@ package payment_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/payment/paytest"
 )
 
@@ -178,3 +180,19 @@ func mustAudit(t *testing.T, s *apptest.Server) {
 func path(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
 func itoa(n int64) string { return fmt.Sprint(n) }
+
+// auditResults runs the audit and returns each invariant's verdict.
+func auditResults(t *testing.T, s *apptest.Server) map[string]bool {
+	t.Helper()
+	results, err := audit.Run(context.Background(), s.App.Pool, audit.Options{Now: s.Clock.Now(), SweepInterval: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, r := range results {
+		out[r.ID] = r.OK
+	}
+	return out
+}
+
+func asFault(err error, target **fault.Error) bool { return errors.As(err, target) }
