@@ -92,8 +92,7 @@ func (s *Server) idempotent(mode keyMode, h handlerFunc) handlerFunc {
 			return decodeError(err)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		sum := sha256.Sum256(body)
-		q := keyedRequest{caller: c.ID, key: values[0], method: r.Method, path: r.URL.Path, hash: sum[:]}
+		q := keyedRequest{caller: c.ID, key: values[0], method: r.Method, path: r.URL.Path, hash: sha256Sum(body)}
 
 		lease, stored, err := s.claimKey(r.Context(), q)
 		if err != nil {
@@ -128,6 +127,11 @@ func (s *Server) idempotent(mode keyMode, h handlerFunc) handlerFunc {
 		answer.write(w, false)
 		return nil
 	}
+}
+
+func sha256Sum(b []byte) []byte {
+	sum := sha256.Sum256(b)
+	return sum[:]
 }
 
 // validKey reports whether k is 1–255 printable ASCII characters.
