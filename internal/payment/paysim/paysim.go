@@ -183,6 +183,20 @@ func (s *Sim) Stats() Stats {
 	return st
 }
 
+// PendingCharges returns the provider ids of the charges nobody decided
+// yet, oldest first.
+func (s *Sim) PendingCharges() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, txn := range s.order {
+		if s.charges[txn].state == pending {
+			out = append(out, txn)
+		}
+	}
+	return out
+}
+
 // Idle waits until no outcome or delivery is scheduled or in flight.
 func (s *Sim) Idle(ctx context.Context) error {
 	for {
