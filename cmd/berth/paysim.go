@@ -44,7 +44,7 @@ func paysimCmd(ctx context.Context, args []string, getenv func(string) string, s
 			return fmt.Errorf("%s: %v is not between 0 and 1", name, share)
 		}
 	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}

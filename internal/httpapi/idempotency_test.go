@@ -54,7 +54,13 @@ func setupKeys(t *testing.T) *keyBundle {
 	return b
 }
 
-func (b *keyBundle) post(t *testing.T, sub int64, key, body string) (*http.Response, string) {
+// answer is a response, fully read.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func (b *keyBundle) post(t *testing.T, sub int64, key, body string) (answer, string) {
 	t.Helper()
 	tok, err := auth.Issue(testSecret, sub, auth.Customer, b.clock.Now(), time.Hour)
 	if err != nil {
@@ -72,12 +78,12 @@ func (b *keyBundle) post(t *testing.T, sub int64, key, body string) (*http.Respo
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(out)
+	return answer{StatusCode: resp.StatusCode, Header: resp.Header}, string(out)
 }
 
 func created(n int64, w http.ResponseWriter, _ *http.Request) error {

@@ -213,7 +213,7 @@ func (c *Client) attempt(ctx context.Context, path, key string, body []byte) ([]
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("read answer: %w", err)

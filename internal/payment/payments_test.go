@@ -158,7 +158,7 @@ func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/charges":
 		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"providerTxnId": "txn-%s", "checkoutUrl": "https://gateway.invalid/c/%s"}`,
+		_, _ = fmt.Fprintf(w, `{"providerTxnId": "txn-%s", "checkoutUrl": "https://gateway.invalid/c/%s"}`,
 			r.Header.Get("Idempotency-Key"), r.Header.Get("Idempotency-Key"))
 	case "/refunds":
 		var req payment.RefundRequest

@@ -369,7 +369,7 @@ func (s *Sim) deliver(url, msgID string, body []byte, delay time.Duration) {
 		payment.SignHeaders(req.Header, o.Key, msgID, o.Clock.Now(), body)
 		resp, err := s.client.Do(req)
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode/100 == 2 {
 				s.mu.Lock()
 				s.stats.Deliveries++

@@ -55,7 +55,7 @@ func post(t *testing.T, url, key, body string) (int, map[string]any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var m map[string]any
 	_ = json.NewDecoder(resp.Body).Decode(&m)
 	return resp.StatusCode, m
@@ -90,7 +90,7 @@ func TestSimulatorProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	html, _ := io.ReadAll(page.Body)
-	page.Body.Close()
+	_ = page.Body.Close()
 	if page.StatusCode != http.StatusOK || !strings.Contains(string(html), "1500 VND") {
 		t.Errorf("checkout page: %d %s", page.StatusCode, html)
 	}
