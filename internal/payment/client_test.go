@@ -2,10 +2,12 @@ package payment_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,16 +144,19 @@ func TestClientCircuitOpensOnAGatewayThatIsDown(t *testing.T) {
 	}
 }
 
-// A gateway that does not answer: every attempt is cut at its timeout.
+// A gateway that does not answer: every attempt is cut at its timeout, and
+// the call gives up after its attempts.
 func TestClientTimesOutAHangingGateway(t *testing.T) {
 	t.Parallel()
 	g := &gatewayStub{script: []int{201}, hang: true}
-	c := newStub(t, g, payment.ClientOptions{AttemptTimeout: 20 * time.Millisecond, Attempts: 2})
+	c := newStub(t, g, payment.ClientOptions{AttemptTimeout: 50 * time.Millisecond, Attempts: 2})
 	_, err := c.Refund(context.Background(), "r-1", payment.RefundRequest{ProviderTxnID: "t", BookingID: 1, Amount: 1, Currency: "VND"})
-	if !fault.Is(err, fault.Overloaded) {
-		t.Errorf("Refund = %v, want overloaded", err)
+	if !fault.Is(err, fault.Overloaded) || !strings.Contains(err.Error(), "after 2 attempts") ||
+		!errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Refund = %v, want overloaded after 2 attempts that timed out", err)
 	}
-	if n := len(g.hits()); n != 2 {
-		t.Errorf("%d attempts, want 2", n)
+	// How many reached the stub depends on scheduling; none got an answer.
+	if n := len(g.hits()); n < 1 || n > 2 {
+		t.Errorf("%d attempts reached the gateway, want 1 or 2", n)
 	}
 }

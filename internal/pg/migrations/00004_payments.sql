@@ -79,7 +79,9 @@ CREATE UNIQUE INDEX payment_confirms_once_idx ON payment (booking_id) WHERE outc
 -- booking's rule when its confirmed booking is cancelled.
 CREATE TABLE refund (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    event_id          uuid        NOT NULL,
+    -- The CloudEvents id of the refund.requested event (the outbox's
+    -- event_id), as the consumer received it.
+    event_id          text        NOT NULL,
     payment_id        bigint      NOT NULL REFERENCES payment (id),
     booking_id        bigint      NOT NULL,
     amount            bigint      NOT NULL,
