@@ -82,37 +82,37 @@ type Booking struct {
 
 // Columns is the select list that Scan reads, in order. Statements that
 // return a booking use "RETURNING " + Columns.
-const Columns = `id, kind, status, customer_id, host_id, amount, currency, hold_expires_at, starts_at,
-	refund_rule, flight_id, fare_class, seats, quantity, cancel_reason, refund_amount, refund_status,
-	version, created_at, updated_at`
+const Columns = `id, kind, status, customer_id, host_id, amount, currency, refund_status, hold_expires_at, starts_at,
+	refund_rule, flight_id, fare_class, seats, quantity, cancel_reason, refund_amount, version,
+	created_at, updated_at`
 
 // Scan reads one row of Columns.
 func Scan(row pgx.Row) (*Booking, error) {
 	var (
 		b            Booking
+		refundStatus *string
 		hostID       *int64
 		flightID     *int64
 		fareClass    *string
 		quantity     *int
 		cancelReason *string
-		refundStatus *string
 		rule         []byte
 	)
-	err := row.Scan(&b.ID, &b.Kind, &b.Status, &b.CustomerID, &hostID, &b.Amount, &b.Currency,
+	err := row.Scan(&b.ID, &b.Kind, &b.Status, &b.CustomerID, &hostID, &b.Amount, &b.Currency, &refundStatus,
 		&b.HoldExpiresAt, &b.StartsAt, &rule, &flightID, &fareClass, &b.Seats, &quantity,
-		&cancelReason, &b.RefundAmount, &refundStatus, &b.Version, &b.CreatedAt, &b.UpdatedAt)
+		&cancelReason, &b.RefundAmount, &b.Version, &b.CreatedAt, &b.UpdatedAt)
 	if err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(rule, &b.RefundRule); err != nil {
 		return nil, fmt.Errorf("booking %d: refund rule: %w", b.ID, err)
 	}
+	b.RefundStatus = deref(refundStatus)
 	b.HostID = deref(hostID)
 	b.FlightID = deref(flightID)
 	b.FareClass = deref(fareClass)
 	b.Quantity = deref(quantity)
 	b.CancelReason = deref(cancelReason)
-	b.RefundStatus = deref(refundStatus)
 	return &b, nil
 }
 

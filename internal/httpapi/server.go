@@ -70,12 +70,11 @@ func (s *Server) routes() {
 	s.handle("PATCH /admin/flights/{id}/fares/{fareClass}", roles(auth.Admin), s.patchFare)
 
 	s.handle("POST /bookings", roles(auth.Customer), s.idempotent(keyOptional, s.createBooking))
+	s.paymentRoutes()
 	s.handle("GET /bookings", anyRole, s.listBookings)
 	s.handle("GET /bookings/{id}", anyRole, s.getBooking)
 	s.handle("DELETE /bookings/{id}", anyRole, s.cancelBooking)
 	s.handle("POST /bookings/{id}/cancel", anyRole, s.cancelBooking)
-
-	s.paymentRoutes()
 }
 
 // access says who may call a route: nobody needs a token (nil), any valid
