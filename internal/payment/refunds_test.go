@@ -5,10 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/payment/paytest"
+	"berth.dev/berth/internal/pg"
 )
 
 // Late money is refunded once: the consumer asks the gateway, the webhook
@@ -137,4 +140,29 @@ func TestCancelConfirmedBookingRefundsByRule(t *testing.T) {
 		t.Error("I5 passed with a refund one unit short")
 	}
 
+}
+
+// paytest.Confirm, for other packages' tests, confirms as the webhook does:
+// the audit holds, and a cancellation refunds the recorded charge.
+func TestPaytestConfirm(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	pool := s.App.Pool
+	flightID := newFlight(t, s)
+	id := hold(t, s, 7, flightID, "12A")
+	if err := pg.InTx(t.Context(), pool, func(tx pgx.Tx) error { return paytest.Confirm(t.Context(), tx, s.App.Life, id) }); err != nil {
+		t.Fatal(err)
+	}
+	if b := getBooking(t, pool, id); b.Status != "CONFIRMED" {
+		t.Fatalf("booking %s, want CONFIRMED", b.Status)
+	}
+	mustAudit(t, s)
+	if r := s.Do(apptest.Request{Method: http.MethodDelete, Path: path("/bookings/%d", id), Token: s.Token("customer", 7)}); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	settle(t, s, nil)
+	if b := getBooking(t, pool, id); b.RefundStatus != "SUCCEEDED" {
+		t.Errorf("refund status %q, want SUCCEEDED", b.RefundStatus)
+	}
+	mustAudit(t, s)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/outbox"
@@ -79,6 +80,29 @@ func Pay(t testing.TB, s *apptest.Server, id int64) payment.WebhookData {
 		t.Fatalf("paytest: pay booking %d: %d %s", id, r.Status, r.Body)
 	}
 	return d
+}
+
+// Confirm confirms held booking id within tx as a charge.succeeded webhook
+// does: it records a charge of the booking's full amount, received now, and
+// confirms the booking through life. It is for tests that need confirmed
+// bookings without going through the gateway; the audit (I4) holds for
+// them. Confirm's errors are returned as they are.
+func Confirm(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, id int64) error {
+	var (
+		amount   int64
+		currency string
+	)
+	if err := tx.QueryRow(ctx, `SELECT amount, currency FROM booking WHERE id = $1`, id).Scan(&amount, &currency); err != nil {
+		return fmt.Errorf("paytest: booking %d: %w", id, err)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO payment (provider_txn_id, booking_id, amount, currency, outcome, received_at)
+		VALUES ($1, $2, $3, $4, 'confirmed', $5)`,
+		fmt.Sprintf("txn_test_%d_%x", id, rand.Uint64()), id, amount, currency, life.Clock.Now())
+	if err != nil {
+		return fmt.Errorf("paytest: record the charge of booking %d: %w", id, err)
+	}
+	_, err = life.Confirm(ctx, tx, id, amount, currency)
+	return err
 }
 
 // Relay hands refund.requested events from the outbox to a consumer, each
