@@ -160,9 +160,25 @@ func TestPaytestConfirm(t *testing.T) {
 	if r := s.Do(apptest.Request{Method: http.MethodDelete, Path: path("/bookings/%d", id), Token: s.Token("customer", 7)}); r.Status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", r.Status, r.Body)
 	}
+	// The refund is owed from the cancellation's commit on: the ledger
+	// balances before the refunds consumer has run.
+	mustAudit(t, s)
 	settle(t, s, nil)
 	if b := getBooking(t, pool, id); b.RefundStatus != "SUCCEEDED" {
 		t.Errorf("refund status %q, want SUCCEEDED", b.RefundStatus)
 	}
 	mustAudit(t, s)
+
+	// A confirmation without a charge is what I4 exists to catch.
+	free := hold(t, s, 8, flightID, "12B")
+	err := pg.InTx(t.Context(), pool, func(tx pgx.Tx) error {
+		_, err := s.App.Life.Confirm(t.Context(), tx, free, price, "VND")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auditResults(t, s)["I4"] {
+		t.Error("I4 passed with a booking confirmed without a charge")
+	}
 }

@@ -307,6 +307,15 @@ func TestBadWebhooksConfirmNothing(t *testing.T) {
 	s.Clock.Advance(time.Hour)
 	settle(t, s, nil)
 	mustAudit(t, s)
+
+	// Money kept with no refund owed for it is what I4 and I5 catch.
+	if _, err := pool.Exec(t.Context(), `DELETE FROM gateway_refund; WITH gone AS (DELETE FROM refund WHERE id = (SELECT min(id) FROM refund) RETURNING event_id)
+		DELETE FROM outbox WHERE event_id::text IN (SELECT event_id FROM gone)`); err != nil {
+		t.Fatal(err)
+	}
+	if got := auditResults(t, s); got["I4"] || got["I5"] {
+		t.Errorf("audit %v with a refund gone, want I4 and I5 violated", got)
+	}
 }
 
 // Key rotation: several signatures, one valid, is accepted; so is a
