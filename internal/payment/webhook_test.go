@@ -345,3 +345,47 @@ func TestWebhookSignatureRotationAndWindowEdges(t *testing.T) {
 	}
 	mustAudit(t, s)
 }
+
+// Money for a booking that another charge already confirmed, or that was
+// cancelled, is recorded and refunded in full; the booking is untouched.
+func TestMoneyForABookingThatCannotTakeIt(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	pool := s.App.Pool
+	flightID := newFlight(t, s)
+	confirmed := hold(t, s, 7, flightID, "10A")
+	first := paytest.Pay(t, s, confirmed)
+	second := paytest.Pay(t, s, confirmed)
+	cancelled := hold(t, s, 7, flightID, "10B")
+	if r := s.Do(apptest.Request{Method: http.MethodDelete, Path: path("/bookings/%d", cancelled), Token: s.Token("customer", 7)}); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	afterCancel := paytest.Pay(t, s, cancelled)
+
+	for _, c := range []struct {
+		txn     string
+		outcome string
+		reason  string
+	}{
+		{first.ProviderTxnID, "confirmed", ""},
+		{second.ProviderTxnID, "refund", payment.ReasonAlreadyConfirmed},
+		{afterCancel.ProviderTxnID, "refund", payment.ReasonNotHeld},
+	} {
+		if p := paymentOf(t, pool, c.txn); p.N != 1 || p.Outcome != c.outcome || p.Reason != c.reason {
+			t.Errorf("payment %s: %+v, want %s %s", c.txn, p, c.outcome, c.reason)
+		}
+	}
+	if n := events(t, pool, confirmed, outbox.BookingConfirmed); n != 1 {
+		t.Errorf("%d booking.confirmed events, want 1", n)
+	}
+	if b := getBooking(t, pool, cancelled); b.Status != "CANCELLED" || b.CancelReason != "customer" {
+		t.Errorf("cancelled booking %+v, want still CANCELLED by the customer", b)
+	}
+	settle(t, s, nil)
+	st := s.App.PaySim.Stats()
+	if st.RefundsPerCharge[second.ProviderTxnID] != 1 || st.RefundsPerCharge[afterCancel.ProviderTxnID] != 1 ||
+		st.RefundsPerCharge[first.ProviderTxnID] != 0 {
+		t.Errorf("gateway refunds per charge %v, want the second and the after-cancel charge once each", st.RefundsPerCharge)
+	}
+	mustAudit(t, s)
+}
