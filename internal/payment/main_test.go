@@ -14,6 +14,7 @@ import (
 
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/payment/paytest"
 )
@@ -206,3 +207,15 @@ func auditResults(t *testing.T, s *apptest.Server) map[string]bool {
 }
 
 func asFault(err error, target **fault.Error) bool { return errors.As(err, target) }
+
+// start runs berth for a test with a small database pool (the test server
+// is shared with other packages' tests), adjusted by cfg when given.
+func start(t *testing.T, cfg func(*config.Config)) *apptest.Server {
+	t.Helper()
+	return apptest.Start(t, apptest.Options{Config: func(c *config.Config) {
+		c.DBMaxConns = 8
+		if cfg != nil {
+			cfg(c)
+		}
+	}})
+}

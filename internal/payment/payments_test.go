@@ -30,7 +30,7 @@ func pay(s *apptest.Server, customer, id int64, key string) *apptest.Response {
 // amount; the checkout page's "Pay" confirms it through the webhook.
 func TestStartPaymentAndCheckout(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t, apptest.Options{})
+	s := start(t, nil)
 	pool := s.App.Pool
 	flightID := newFlight(t, s)
 	id := hold(t, s, 7, flightID, "10A", "10B")
@@ -187,7 +187,7 @@ func startWithGateway(t *testing.T, g *fakeGateway) *apptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
-	return apptest.Start(t, apptest.Options{Config: func(c *config.Config) { c.GatewayURL = srv.URL }})
+	return start(t, func(c *config.Config) { c.GatewayURL = srv.URL })
 }
 
 // A gateway that is down: 503 overloaded with Retry-After, every attempt

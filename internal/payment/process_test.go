@@ -22,8 +22,8 @@ func TestTwoProcessesShareKeysAndWebhooks(t *testing.T) {
 	}
 	t.Parallel()
 	dbURL := pgtest.NewURL(t)
-	a := apptest.StartProcess(t, dbURL)
-	b := apptest.StartProcess(t, dbURL)
+	a := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=8")
+	b := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=8")
 	pool := pgtest.Open(t, dbURL)
 	now := time.Now()
 	flightID := apptest.CreateFlight(t, a.URL, apptest.Token(t, "admin", 1, now), now.Add(72*time.Hour),

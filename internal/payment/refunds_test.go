@@ -19,7 +19,7 @@ import (
 // or repeating the webhook changes nothing.
 func TestRefundCompletesOnce(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t, apptest.Options{})
+	s := start(t, nil)
 	pool := s.App.Pool
 	flightID := newFlight(t, s)
 	id := hold(t, s, 7, flightID, "10A")
@@ -76,7 +76,7 @@ func TestRefundCompletesOnce(t *testing.T) {
 // that confirmed it; what the rule keeps is retained (I5).
 func TestCancelConfirmedBookingRefundsByRule(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t, apptest.Options{})
+	s := start(t, nil)
 	pool := s.App.Pool
 	departure := apptest.Epoch.Add(48 * time.Hour)
 	r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: s.Token("admin", 1), Body: map[string]any{
@@ -146,7 +146,7 @@ func TestCancelConfirmedBookingRefundsByRule(t *testing.T) {
 // the audit holds, and a cancellation refunds the recorded charge.
 func TestPaytestConfirm(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t, apptest.Options{})
+	s := start(t, nil)
 	pool := s.App.Pool
 	flightID := newFlight(t, s)
 	id := hold(t, s, 7, flightID, "12A")

@@ -18,7 +18,7 @@ import (
 // money is recorded and refunded, and the seats are never sold.
 func TestWebhookAroundHoldExpiry(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t, apptest.Options{})
+	s := start(t, nil)
 	pool := s.App.Pool
 	cases := []struct {
 		name    string
@@ -80,7 +80,7 @@ func TestLateMoneyAfterSeatReclaimed(t *testing.T) {
 		name := map[bool]string{false: "expired", true: "clock lags"}[lagging]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s := apptest.Start(t, apptest.Options{})
+			s := start(t, nil)
 			pool := s.App.Pool
 			flightID := newFlight(t, s)
 			first := hold(t, s, 1, flightID, "11A", "11B")
@@ -139,7 +139,7 @@ func TestLateMoneyAfterSeatReclaimed(t *testing.T) {
 // booking.confirmed event, and every delivery answered 200.
 func TestTwentyIdenticalWebhooksAtOnce(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t, apptest.Options{})
+	s := start(t, nil)
 	pool := s.App.Pool
 	flightID := newFlight(t, s)
 	id := hold(t, s, 3, flightID, "12A", "12C")
@@ -177,7 +177,7 @@ func TestTwentyIdenticalWebhooksAtOnce(t *testing.T) {
 // same seats without waiting for expiry or the sweeper.
 func TestChargeFailedFreesSeatsAtOnce(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t, apptest.Options{})
+	s := start(t, nil)
 	pool := s.App.Pool
 	flightID := newFlight(t, s)
 	id := hold(t, s, 4, flightID, "10A", "10B")
@@ -212,7 +212,7 @@ func TestChargeFailedFreesSeatsAtOnce(t *testing.T) {
 // recorded and refunded, never confirmed.
 func TestBadWebhooksConfirmNothing(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t, apptest.Options{})
+	s := start(t, nil)
 	pool := s.App.Pool
 	flightID := newFlight(t, s)
 	otherKey := []byte("another-secret-of-sufficient-len")
@@ -322,7 +322,7 @@ func TestBadWebhooksConfirmNothing(t *testing.T) {
 // timestamp exactly at the edge of the window, either way.
 func TestWebhookSignatureRotationAndWindowEdges(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t, apptest.Options{})
+	s := start(t, nil)
 	pool := s.App.Pool
 	flightID := newFlight(t, s)
 	for i, at := range []time.Time{s.Clock.Now().Add(-payment.Tolerance), s.Clock.Now().Add(payment.Tolerance), s.Clock.Now()} {
@@ -350,7 +350,7 @@ func TestWebhookSignatureRotationAndWindowEdges(t *testing.T) {
 // cancelled, is recorded and refunded in full; the booking is untouched.
 func TestMoneyForABookingThatCannotTakeIt(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t, apptest.Options{})
+	s := start(t, nil)
 	pool := s.App.Pool
 	flightID := newFlight(t, s)
 	confirmed := hold(t, s, 7, flightID, "10A")
