@@ -27,6 +27,10 @@ func (s *Service) Refunds() *Refunds { return &Refunds{s: s} }
 // Name identifies the consumer; it never changes.
 func (*Refunds) Name() string { return "refunds" }
 
+// Wants reports whether e is a refund request: the event relay hands this
+// consumer nothing else (and records nothing for other events).
+func (*Refunds) Wants(e events.Event) bool { return e.Type == outbox.RefundRequested }
+
 // Handle processes one event within tx; events other than refund.requested
 // are ignored. It returns an error (and the event is retried later) when the
 // gateway cannot be reached.
