@@ -26,6 +26,7 @@ Commands:
   migrate   apply the embedded database migrations and exit
   seed      load a realistic flight schedule (and cars) into the database
   token     print a bearer token for a role and subject
+  paysim    run the payment gateway simulator (checkout page, signed webhooks)
   dev       run a local stack: private PostgreSQL, migrations, demo data, serve
   audit     check the invariants against a database; exit 1 on any violation
 
@@ -78,6 +79,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return seedCmd(ctx, rest, getenv, stdout, stderr)
 	case "token":
 		return token(rest, getenv, stdout)
+	case "paysim":
+		return paysimCmd(ctx, rest, getenv, stderr)
 	case "dev":
 		return dev(ctx, rest, getenv, stdout, stderr)
 	case "audit":

@@ -24,6 +24,8 @@ import (
 	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/flight"
 	"berth.dev/berth/internal/httpapi"
+	"berth.dev/berth/internal/payment"
+	"berth.dev/berth/internal/payment/paysim"
 	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/rental"
 )
@@ -41,6 +43,8 @@ type Options struct {
 	// the event machinery's settings (tests).
 	Consumers     []events.Consumer
 	EventSettings func(*events.Settings)
+	// Gateway replaces the payment gateway (tests' hand-written fakes).
+	Gateway payment.Gateway
 }
 
 // App is a wired berth service.
@@ -58,6 +62,13 @@ type App struct {
 	RunSweeper bool
 	API        *httpapi.Server
 	Registry   *prometheus.Registry
+
+	// Payments takes and refunds money; Refunds is its consumer of
+	// refund.requested events. PaySim is the built-in gateway simulator,
+	// set when no gateway URL is configured.
+	Payments *payment.Service
+	Refunds  *payment.Refunds
+	PaySim   *paysim.Sim
 }
 
 // New connects to the database (migrating it first when cfg.Migrate is set)
@@ -100,6 +111,10 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	})
 	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, SearchTTL: 30 * time.Second})
 	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, cfg.SweepInterval, o.Registry)
+	if err := a.wirePayments(cfg, o); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if err := a.wireEvents(o); err != nil {
 		pool.Close()
 		return nil, err
@@ -108,6 +123,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Cars: cars, Lifecycle: a.Life,
 		AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry,
 		Ready: a.eventChecks(),
+		Payments: a.Payments, PaySim: a.paySimHandler(),
 	})
 	return a, nil
 }
@@ -136,6 +152,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	if a.Config.Events.InServe {
 		wg.Go(func() { a.Events.Run(workers) })
 	}
+	a.runPayments(workers, &wg, ln.Addr())
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -47,6 +47,9 @@ func (a *App) wireEvents(o Options) error {
 	if err != nil {
 		return err
 	}
+	if a.Refunds != nil {
+		cons = append(cons, a.Refunds)
+	}
 	cons = append(cons, o.Consumers...)
 	s := events.Settings{
 		KafkaBrokers: a.Config.KafkaBrokers,

@@ -108,6 +108,8 @@ var checks = []check{
 	{id: "I7", name: "no HELD booking stays past its expiry plus one sweep interval", args: nowAndInterval, query: `
 		SELECT format('booking %s held until %s', id, hold_expires_at)
 		FROM booking WHERE status = 'HELD' AND hold_expires_at + $2::interval < $1`},
+	i4,
+	i5,
 }
 
 // Run checks every invariant.

@@ -73,6 +73,9 @@ type Booking struct {
 
 	CancelReason string
 	RefundAmount *int64
+	// RefundStatus is REQUESTED while money is owed back to the customer
+	// and SUCCEEDED once the gateway returned it; "" when nothing is owed.
+	RefundStatus string
 	Version      int
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
@@ -88,7 +91,7 @@ type Booking struct {
 
 // Columns is the select list that Scan reads, in order. Statements that
 // return a booking use "RETURNING " + Columns.
-const Columns = `id, kind, status, customer_id, host_id, amount, currency, hold_expires_at, starts_at,
+const Columns = `id, kind, status, customer_id, host_id, amount, currency, refund_status, hold_expires_at, starts_at,
 	refund_rule, flight_id, fare_class, seats, quantity, cancel_reason, refund_amount, version,
 	created_at, updated_at, fare_bucket, car_id, lower(period), upper(period), rental_price, utc_offset`
 
@@ -96,6 +99,7 @@ const Columns = `id, kind, status, customer_id, host_id, amount, currency, hold_
 func Scan(row pgx.Row) (*Booking, error) {
 	var (
 		b            Booking
+		refundStatus *string
 		hostID       *int64
 		flightID     *int64
 		fareClass    *string
@@ -108,7 +112,7 @@ func Scan(row pgx.Row) (*Booking, error) {
 		rentalPrice  *int64
 		utcOffset    *int32
 	)
-	err := row.Scan(&b.ID, &b.Kind, &b.Status, &b.CustomerID, &hostID, &b.Amount, &b.Currency,
+	err := row.Scan(&b.ID, &b.Kind, &b.Status, &b.CustomerID, &hostID, &b.Amount, &b.Currency, &refundStatus,
 		&b.HoldExpiresAt, &b.StartsAt, &rule, &flightID, &fareClass, &b.Seats, &quantity,
 		&cancelReason, &b.RefundAmount, &b.Version, &b.CreatedAt, &b.UpdatedAt, &fareBucket,
 		&carID, &from, &to, &rentalPrice, &utcOffset)
@@ -118,6 +122,7 @@ func Scan(row pgx.Row) (*Booking, error) {
 	if err := json.Unmarshal(rule, &b.RefundRule); err != nil {
 		return nil, fmt.Errorf("booking %d: refund rule: %w", b.ID, err)
 	}
+	b.RefundStatus = deref(refundStatus)
 	b.HostID = deref(hostID)
 	b.FlightID = deref(flightID)
 	b.FareClass = deref(fareClass)
@@ -156,6 +161,7 @@ type View struct {
 	Quantity      int        `json:"quantity,omitempty"`
 	PaymentURL    string     `json:"paymentUrl,omitempty"`
 	RefundAmount  *int64     `json:"refundAmount,omitempty"`
+	RefundStatus  string     `json:"refundStatus,omitempty"`
 	CancelReason  string     `json:"cancelReason,omitempty"`
 	CarID         int64      `json:"carId,omitempty"`
 	From          *time.Time `json:"from,omitempty"`
@@ -181,6 +187,7 @@ func (b *Booking) View() View {
 		Amount:       b.Amount,
 		Currency:     b.Currency,
 		RefundAmount: b.RefundAmount,
+		RefundStatus: b.RefundStatus,
 		CancelReason: b.CancelReason,
 		Version:      b.Version,
 		CreatedAt:    b.CreatedAt.In(zone),

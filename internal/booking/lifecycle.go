@@ -137,7 +137,8 @@ func (l *Lifecycle) leave(ctx context.Context, tx pgx.Tx, b *Booking, to Status,
 		cancelReason = &reason
 	}
 	nb, err := Scan(tx.QueryRow(ctx, `UPDATE booking
-		SET status = $3, cancel_reason = $4, refund_amount = $5, version = version + 1, updated_at = $6
+		SET status = $3, cancel_reason = $4, refund_amount = $5, version = version + 1, updated_at = $6,
+			refund_status = CASE WHEN $5::bigint > 0 THEN 'REQUESTED' ELSE refund_status END
 		WHERE id = $1 AND status = $2
 		RETURNING `+Columns, b.ID, b.Status, to, cancelReason, refund, now))
 	if errors.Is(err, pgx.ErrNoRows) {

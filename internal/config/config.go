@@ -25,6 +25,7 @@ type Config struct {
 	AuthSecret      string
 	WebhookSecret   string
 	GatewayURL      string
+	PublicURL       string // where the gateway reaches berth; "" = the listen address
 	FlightHoldTTL   time.Duration
 	CarHoldTTL      time.Duration
 	SweepInterval   time.Duration
@@ -125,6 +126,7 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 	str("BERTH_AUTH_SECRET", &c.AuthSecret)
 	str("BERTH_WEBHOOK_SECRET", &c.WebhookSecret)
 	str("BERTH_GATEWAY_URL", &c.GatewayURL)
+	str("BERTH_PUBLIC_URL", &c.PublicURL)
 	str("BERTH_LOG_LEVEL", &c.LogLevel)
 	if v := getenv("BERTH_KAFKA_BROKERS"); v != "" {
 		c.KafkaBrokers = splitList(v)
@@ -187,6 +189,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&c.GatewayURL, "gateway-url", c.GatewayURL, "payment gateway base URL (BERTH_GATEWAY_URL)")
+	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "base URL where the payment gateway reaches berth (BERTH_PUBLIC_URL)")
 	fs.DurationVar(&c.FlightHoldTTL, "flight-hold-ttl", c.FlightHoldTTL, "flight hold lifetime (BERTH_FLIGHT_HOLD_TTL)")
 	fs.DurationVar(&c.CarHoldTTL, "car-hold-ttl", c.CarHoldTTL, "car hold lifetime (BERTH_CAR_HOLD_TTL)")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", c.SweepInterval, "hold-expiry sweeper period (BERTH_SWEEP_INTERVAL)")
@@ -220,6 +223,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GatewayURL != "" && !isURL(c.GatewayURL, "http", "https") {
 		bad("BERTH_GATEWAY_URL", "must be an http(s):// URL")
+	}
+	if c.PublicURL != "" && !isURL(c.PublicURL, "http", "https") {
+		bad("BERTH_PUBLIC_URL", "must be an http(s):// URL")
 	}
 	if len(c.AuthSecret) < 16 {
 		bad("BERTH_AUTH_SECRET", "is required, at least 16 characters")

@@ -22,6 +22,7 @@ import (
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
+	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/rental"
 )
 
@@ -37,6 +38,12 @@ type Deps struct {
 	// Ready lists the dependencies /readyz checks besides the database.
 	Ready    map[string]func(context.Context) error
 	Registry *prometheus.Registry
+
+	// Payments serves payments and the gateway's webhooks; PaySim, when
+	// set, is the built-in gateway simulator, served under /paysim/ (its
+	// checkout pages).
+	Payments *payment.Service
+	PaySim   http.Handler
 }
 
 // Server is the HTTP API.
@@ -65,7 +72,8 @@ func (s *Server) routes() {
 	s.handle("POST /admin/flights", roles(auth.Admin), s.createFlight)
 	s.handle("PATCH /admin/flights/{id}/fares/{fareClass}", roles(auth.Admin), s.patchFare)
 
-	s.handle("POST /bookings", roles(auth.Customer), s.createBooking)
+	s.handle("POST /bookings", roles(auth.Customer), s.idempotent(keyOptional, s.createBooking))
+	s.paymentRoutes()
 	s.handle("GET /bookings", anyRole, s.listBookings)
 	s.handle("GET /bookings/{id}", anyRole, s.getBooking)
 	s.handle("DELETE /bookings/{id}", anyRole, s.cancelBooking)

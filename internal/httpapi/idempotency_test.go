@@ -1,0 +1,259 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/pg/pgtest"
+)
+
+// keyBundle is a server with one idempotent test route, POST /t, whose
+// handler the test scripts.
+type keyBundle struct {
+	srv   *Server
+	url   string
+	clock *clock.Fake
+	runs  atomic.Int64
+	// answer decides the handler's answer for run n (1-based).
+	answer func(n int64, w http.ResponseWriter, r *http.Request) error
+}
+
+var testSecret = []byte("idempotency-test-secret-0123")
+
+func setupKeys(t *testing.T) *keyBundle {
+	t.Helper()
+	b := &keyBundle{clock: clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))}
+	b.srv = New(Deps{Log: slog.New(slog.DiscardHandler), Clock: b.clock, Pool: pgtest.NewPool(t),
+		AuthSecret: testSecret, Registry: prometheus.NewRegistry()})
+	b.srv.handle("POST /t", roles(auth.Customer), b.srv.idempotent(keyOptional, func(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+		n := b.runs.Add(1)
+		if _, err := io.ReadAll(r.Body); err != nil {
+			return err
+		}
+		return b.answer(n, w, r)
+	}))
+	hs := httptest.NewServer(b.srv)
+	t.Cleanup(hs.Close)
+	b.url = hs.URL
+	return b
+}
+
+// answer is a response, fully read.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func (b *keyBundle) post(t *testing.T, sub int64, key, body string) (answer, string) {
+	t.Helper()
+	tok, err := auth.Issue(testSecret, sub, auth.Customer, b.clock.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, b.url+"/t", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{StatusCode: resp.StatusCode, Header: resp.Header}, string(out)
+}
+
+func created(n int64, w http.ResponseWriter, _ *http.Request) error {
+	w.Header().Set("Location", fmt.Sprintf("/things/%d", n))
+	writeJSON(w, http.StatusCreated, map[string]int64{"run": n})
+	return nil
+}
+
+// Answers that are not final — a 5xx, a 429 — are not stored: the retry
+// with the same key runs again. The final one is then stored and replayed.
+func TestKeyNotFinalAnswersAreNotStored(t *testing.T) {
+	t.Parallel()
+	b := setupKeys(t)
+	b.answer = func(n int64, w http.ResponseWriter, r *http.Request) error {
+		switch n {
+		case 1:
+			return errors.New("database on fire") // 500
+		case 2:
+			return &fault.Error{Code: fault.RateLimited, Detail: "slow down", RetryAfter: time.Second}
+		case 3:
+			return fault.New(fault.Overloaded, "shed") // 503
+		}
+		return created(n, w, r)
+	}
+	for i, want := range []int{500, 429, 503, 201, 201} {
+		resp, body := b.post(t, 1, "k", `{"a":1}`)
+		if resp.StatusCode != want {
+			t.Fatalf("call %d: %d %s, want %d", i+1, resp.StatusCode, body, want)
+		}
+		if i == 4 && (!strings.Contains(body, `"run":4`) || resp.Header.Get("Location") != "/things/4" ||
+			resp.Header.Get("Idempotent-Replayed") != "true") {
+			t.Errorf("replay: %s, Location %q, replayed %q; want run 4's answer", body, resp.Header.Get("Location"),
+				resp.Header.Get("Idempotent-Replayed"))
+		}
+	}
+	if n := b.runs.Load(); n != 4 {
+		t.Errorf("handler ran %d times, want 4", n)
+	}
+}
+
+// A final error (4xx) is the answer, stored and replayed like a success.
+func TestKeyFinalErrorIsReplayed(t *testing.T) {
+	t.Parallel()
+	b := setupKeys(t)
+	b.answer = func(n int64, w http.ResponseWriter, r *http.Request) error {
+		if n == 1 {
+			return fault.New(fault.SeatUnavailable, "taken")
+		}
+		return created(n, w, r)
+	}
+	for range 2 {
+		resp, body := b.post(t, 1, "k", `{}`)
+		if resp.StatusCode != http.StatusConflict || !strings.Contains(body, "seat_unavailable") ||
+			resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("%d %s (%s), want the 409 seat_unavailable replayed", resp.StatusCode, body, resp.Header.Get("Content-Type"))
+		}
+	}
+	if n := b.runs.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want 1", n)
+	}
+}
+
+// While the first request runs, repeats get 409 in use — however many
+// arrive at once, none gets a 500 from the unique index — and afterwards
+// the first answer.
+func TestKeyInUseWhileRunning(t *testing.T) {
+	t.Parallel()
+	b := setupKeys(t)
+	release, arrived := make(chan struct{}), make(chan struct{})
+	b.answer = func(n int64, w http.ResponseWriter, r *http.Request) error {
+		close(arrived)
+		<-release
+		return created(n, w, r)
+	}
+	first := make(chan string, 1)
+	go func() {
+		resp, body := b.post(t, 1, "k", `{}`)
+		first <- fmt.Sprint(resp.StatusCode, body)
+	}()
+	<-arrived
+	var wg sync.WaitGroup
+	codes := make([]string, 10)
+	for i := range codes {
+		wg.Go(func() {
+			resp, body := b.post(t, 1, "k", `{}`)
+			codes[i] = fmt.Sprint(resp.StatusCode, " ", resp.Header.Get("Retry-After"), " ", strings.Contains(body, "idempotency_key_in_use"))
+		})
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != "409 1 true" {
+			t.Errorf("repeat %d while running: %s, want 409 in use with Retry-After 1", i, c)
+		}
+	}
+	close(release)
+	want := <-first
+	resp, body := b.post(t, 1, "k", `{}`)
+	if got := fmt.Sprint(resp.StatusCode, body); got != want {
+		t.Errorf("after: %s, want %s", got, want)
+	}
+	if n := b.runs.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want 1", n)
+	}
+}
+
+// A request whose process died holds its key only until its lease ends;
+// then the same request takes over, and a different one is still refused.
+// Keys end after 24 hours.
+func TestKeyLeaseAndExpiry(t *testing.T) {
+	t.Parallel()
+	b := setupKeys(t)
+	b.answer = created
+	// What a crashed owner leaves behind: a row without an answer.
+	q := keyedRequest{caller: 1, key: "crashed", method: http.MethodPost, path: "/t"}
+	lease, _, err := b.srv.claimKey(context.Background(), withHash(q, `{}`))
+	if err != nil || lease == "" {
+		t.Fatalf("claim: %q %v", lease, err)
+	}
+	if resp, _ := b.post(t, 1, "crashed", `{}`); resp.StatusCode != http.StatusConflict {
+		t.Errorf("during the lease: %d, want 409", resp.StatusCode)
+	}
+	b.clock.Advance(keyLease)
+	if resp, _ := b.post(t, 1, "crashed", `{"other":1}`); resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("another request after the lease: %d, want 422", resp.StatusCode)
+	}
+	if resp, _ := b.post(t, 1, "crashed", `{}`); resp.StatusCode != http.StatusCreated {
+		t.Errorf("the same request after the lease: %d, want 201", resp.StatusCode)
+	}
+	// The late owner's answer must not overwrite the new owner's.
+	b.srv.settleKey(context.Background(), q, lease, &storedAnswer{Status: 500})
+	if resp, body := b.post(t, 1, "crashed", `{}`); resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replay after a stale owner settled: %d %s", resp.StatusCode, body)
+	}
+
+	b.clock.Advance(keyTTL)
+	resp, body := b.post(t, 1, "crashed", `{"new":"body"}`)
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("after 24h with another body: %d %s, want a fresh 201", resp.StatusCode, body)
+	}
+	n, err := b.srv.PurgeIdempotencyKeys(context.Background(), 100)
+	if err != nil || n != 0 {
+		t.Errorf("purge of live keys: %d %v, want 0", n, err)
+	}
+	b.clock.Advance(keyTTL)
+	if n, err := b.srv.PurgeIdempotencyKeys(context.Background(), 100); err != nil || n != 1 {
+		t.Errorf("purge after 24h: %d %v, want 1", n, err)
+	}
+}
+
+func withHash(q keyedRequest, body string) keyedRequest {
+	sum := sha256Sum([]byte(body))
+	q.hash = sum
+	return q
+}
+
+// Malformed keys are refused before anything runs.
+func TestKeyFormat(t *testing.T) {
+	t.Parallel()
+	b := setupKeys(t)
+	b.answer = created
+	for _, key := range []string{strings.Repeat("k", 256), "tab\there", "ünïcode"} {
+		resp, body := b.post(t, 1, key, `{}`)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "invalid_request") {
+			t.Errorf("key %q: %d %s, want 400 invalid_request", key, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := b.post(t, 1, strings.Repeat("k", 255), `{}`); resp.StatusCode != http.StatusCreated {
+		t.Errorf("255-character key: %d, want 201", resp.StatusCode)
+	}
+	if n := b.runs.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want only for the valid key", n)
+	}
+}

@@ -1,0 +1,47 @@
+package httpapi
+
+import (
+	"io"
+	"net/http"
+
+	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/booking"
+)
+
+// paymentRoutes adds the payment API: paying a booking, the gateway's
+// webhook, and, when berth runs its own gateway simulator, its pages.
+func (s *Server) paymentRoutes() {
+	s.handle("POST /bookings/{id}/payments", roles(auth.Customer), s.idempotent(keyRequired, s.startPayment))
+	s.handle("POST /payments/webhook", public, s.paymentWebhook)
+	if s.PaySim != nil {
+		s.mux.Handle("/paysim/", http.StripPrefix("/paysim", s.PaySim))
+	}
+}
+
+func (s *Server) startPayment(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+	id, err := pathID(r, "booking")
+	if err != nil {
+		return err
+	}
+	ch, err := s.Payments.StartCharge(r.Context(), c, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, ch)
+	return nil
+}
+
+// paymentWebhook answers 200 to every validly signed delivery it
+// processed, duplicates included; 401 to a bad signature; 5xx (the gateway
+// retries) when processing failed.
+func (s *Server) paymentWebhook(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return decodeError(err)
+	}
+	if err := s.Payments.HandleWebhook(r.Context(), r.Header, body); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"received": true})
+	return nil
+}

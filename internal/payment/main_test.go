@@ -1,0 +1,221 @@
+package payment_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/payment/paytest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	apptest.Cleanup()
+	os.Exit(code)
+}
+
+// race releases n goroutines at once and collects what each returned.
+func race[T any](n int, f func(i int) T) []T {
+	out := make([]T, n)
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-start
+			out[i] = f(i)
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+	return out
+}
+
+const price = 1_500_000
+
+// newFlight creates a flight with seats 10A–12C (ECONOMY) at price VND.
+func newFlight(t *testing.T, s *apptest.Server) int64 {
+	t.Helper()
+	return s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: price, Seats: apptest.Seats(10, 12, "ABC")})
+}
+
+// hold holds seats for customer and returns the booking id.
+func hold(t *testing.T, s *apptest.Server, customer, flightID int64, seats ...string) int64 {
+	t.Helper()
+	r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", customer),
+		Body: map[string]any{"flightId": flightID, "fareClass": "ECONOMY", "seats": seats}})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("hold %v: %d %s", seats, r.Status, r.Body)
+	}
+	return int64(r.Map(t)["bookingId"].(float64))
+}
+
+type bookingRow struct {
+	Status, CancelReason, RefundStatus string
+	Expires                            time.Time
+}
+
+func getBooking(t *testing.T, pool *pgxpool.Pool, id int64) bookingRow {
+	t.Helper()
+	var b bookingRow
+	err := pool.QueryRow(context.Background(), `SELECT status, coalesce(cancel_reason, ''), coalesce(refund_status, ''), hold_expires_at
+		FROM booking WHERE id = $1`, id).Scan(&b.Status, &b.CancelReason, &b.RefundStatus, &b.Expires)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// count runs a count(*) query.
+func count(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func events(t *testing.T, pool *pgxpool.Pool, bookingID int64, typ string) int {
+	t.Helper()
+	return count(t, pool, `SELECT count(*) FROM outbox WHERE booking_id = $1 AND type = $2`, bookingID, typ)
+}
+
+type paymentRow struct {
+	Outcome, Reason string
+	N               int
+}
+
+// paymentOf returns the outcome of the payments recorded for txn.
+func paymentOf(t *testing.T, pool *pgxpool.Pool, txn string) paymentRow {
+	t.Helper()
+	var p paymentRow
+	err := pool.QueryRow(context.Background(), `SELECT count(*), coalesce(min(outcome), ''), coalesce(min(reason), '')
+		FROM payment WHERE provider_txn_id = $1`, txn).Scan(&p.N, &p.Outcome, &p.Reason)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type seatRow struct {
+	Status  string
+	Booking int64
+}
+
+func seat(t *testing.T, pool *pgxpool.Pool, flightID int64, no string) seatRow {
+	t.Helper()
+	var s seatRow
+	var b *int64
+	if err := pool.QueryRow(context.Background(), `SELECT status, booking_id FROM seat WHERE flight_id = $1 AND seat_no = $2`,
+		flightID, no).Scan(&s.Status, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b != nil {
+		s.Booking = *b
+	}
+	return s
+}
+
+type counters struct{ Sold, Held int }
+
+// fareCounters reads the class's counters, from its buckets where the
+// schema splits them (the hot-row work) or else from fare_inventory.
+func fareCounters(t *testing.T, pool *pgxpool.Pool, flightID int64) counters {
+	t.Helper()
+	var split bool
+	if err := pool.QueryRow(context.Background(), `SELECT to_regclass('fare_bucket') IS NOT NULL`).Scan(&split); err != nil {
+		t.Fatal(err)
+	}
+	table := "fare_inventory"
+	if split {
+		table = "fare_bucket"
+	}
+	var c counters
+	if err := pool.QueryRow(context.Background(), `SELECT coalesce(sum(sold), 0), coalesce(sum(held), 0) FROM `+table+`
+		WHERE flight_id = $1 AND fare_class = 'ECONOMY'`, flightID).Scan(&c.Sold, &c.Held); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// settle brings the server to rest: holds past expiry swept, every
+// refund.requested handed to the refunds consumer, and the in-process
+// gateway's refund webhooks delivered.
+func settle(t *testing.T, s *apptest.Server, relay *paytest.Relay) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := s.App.Sweeper.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if relay == nil {
+		relay = &paytest.Relay{Pool: s.App.Pool, Consumer: s.App.Refunds}
+	}
+	if _, errs := relay.Drain(ctx); len(errs) > 0 {
+		t.Fatalf("refunds: %v", errs)
+	}
+	if s.App.PaySim != nil {
+		if err := s.App.PaySim.Idle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func mustAudit(t *testing.T, s *apptest.Server) {
+	t.Helper()
+	results, err := audit.Run(context.Background(), s.App.Pool, audit.Options{Now: s.Clock.Now(), SweepInterval: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if audit.Failed(results) {
+		t.Errorf("audit failed:\n%s", audit.Format(results))
+	}
+}
+
+func path(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+func itoa(n int64) string { return fmt.Sprint(n) }
+
+// auditResults runs the audit and returns each invariant's verdict.
+func auditResults(t *testing.T, s *apptest.Server) map[string]bool {
+	t.Helper()
+	results, err := audit.Run(context.Background(), s.App.Pool, audit.Options{Now: s.Clock.Now(), SweepInterval: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, r := range results {
+		out[r.ID] = r.OK
+	}
+	return out
+}
+
+func asFault(err error, target **fault.Error) bool { return errors.As(err, target) }
+
+// start runs berth for a test with a small database pool (the test server
+// is shared with other packages' tests), adjusted by cfg when given.
+func start(t *testing.T, cfg func(*config.Config)) *apptest.Server {
+	t.Helper()
+	return apptest.Start(t, apptest.Options{Config: func(c *config.Config) {
+		c.DBMaxConns = 8
+		if cfg != nil {
+			cfg(c)
+		}
+	}})
+}

@@ -1,0 +1,172 @@
+package paysim
+
+import (
+	"encoding/json"
+	"html/template"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"berth.dev/berth/internal/payment"
+)
+
+// Handler serves the gateway protocol (POST /charges, POST /refunds), the
+// checkout pages (GET /checkout/{txn}, POST /checkout/{txn}/pay and /fail)
+// and an index of recent charges (GET /).
+func (s *Sim) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /charges", func(w http.ResponseWriter, r *http.Request) {
+		var req payment.ChargeRequest
+		key, ok := s.apiCall(w, r, &req)
+		if !ok {
+			return
+		}
+		if req.Amount < 0 || req.WebhookURL == "" {
+			apiError(w, http.StatusUnprocessableEntity, "amount must not be negative and webhookUrl is required")
+			return
+		}
+		res, _ := s.Charge(r.Context(), key, req)
+		writeJSON(w, http.StatusCreated, res)
+	})
+	mux.HandleFunc("POST /refunds", func(w http.ResponseWriter, r *http.Request) {
+		var req payment.RefundRequest
+		key, ok := s.apiCall(w, r, &req)
+		if !ok {
+			return
+		}
+		if req.Amount <= 0 || req.ProviderTxnID == "" || req.WebhookURL == "" {
+			apiError(w, http.StatusUnprocessableEntity, "amount must be positive; providerTxnId and webhookUrl are required")
+			return
+		}
+		res, _ := s.Refund(r.Context(), key, req)
+		writeJSON(w, http.StatusCreated, res)
+	})
+	mux.HandleFunc("GET /checkout/{txn}", func(w http.ResponseWriter, r *http.Request) {
+		s.page(w, r.PathValue("txn"), "")
+	})
+	mux.HandleFunc("POST /checkout/{txn}/{action}", func(w http.ResponseWriter, r *http.Request) {
+		txn, action := r.PathValue("txn"), r.PathValue("action")
+		if action != "pay" && action != "fail" {
+			http.NotFound(w, r)
+			return
+		}
+		msg := "This charge was already decided."
+		if s.Settle(txn, action == "pay") {
+			msg = "Payment succeeded: berth will confirm the booking."
+			if action == "fail" {
+				msg = "Payment failed: berth will release the hold."
+			}
+		}
+		s.page(w, txn, msg)
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		s.index(w)
+	})
+	return mux
+}
+
+// apiCall applies the latency and error knobs and decodes a protocol call.
+func (s *Sim) apiCall(w http.ResponseWriter, r *http.Request, dst any) (string, bool) {
+	o := s.options()
+	if d := jitter(o.Latency); d > 0 {
+		select {
+		case <-r.Context().Done():
+			return "", false
+		case <-time.After(d):
+		}
+	}
+	if o.ErrorShare > 0 && rand.Float64() < o.ErrorShare {
+		w.Header().Set("Retry-After", "0")
+		apiError(w, http.StatusServiceUnavailable, "simulated outage")
+		return "", false
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		apiError(w, http.StatusBadRequest, "the Idempotency-Key header is required")
+		return "", false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "cannot read the body")
+		return "", false
+	}
+	if err := json.Unmarshal(body, dst); err != nil {
+		apiError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
+		return "", false
+	}
+	return key, true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func apiError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+var pageTmpl = template.Must(template.New("checkout").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>paysim checkout</title>
+<style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}
+.amount{font-size:2rem;margin:1rem 0}button{font-size:1.1rem;padding:.6rem 1.4rem;margin-right:.8rem;cursor:pointer}
+.pay{background:#1f7a3a;color:#fff;border:0}.fail{background:#b3261e;color:#fff;border:0}
+.note{padding:.8rem;background:#eef;border-radius:.3rem}table{border-collapse:collapse}td,th{padding:.2rem .6rem;text-align:left}</style>
+</head><body>
+<h1>paysim checkout</h1>
+{{if .Found}}
+<p>Booking <b>{{.BookingID}}</b>, transaction <code>{{.Txn}}</code></p>
+<p class="amount">{{.Amount}} {{.Currency}}</p>
+{{if .Message}}<p class="note">{{.Message}}</p>{{end}}
+{{if .Pending}}
+<form method="post" action="{{.Txn}}/pay" style="display:inline"><button class="pay">Pay</button></form>
+<form method="post" action="{{.Txn}}/fail" style="display:inline"><button class="fail">Fail</button></form>
+{{else}}<p>Status: <b>{{.State}}</b></p>{{end}}
+{{else}}<p>No such charge.</p>{{end}}
+</body></html>`))
+
+func (s *Sim) page(w http.ResponseWriter, txn, msg string) {
+	s.mu.Lock()
+	c, found := s.charges[txn]
+	data := map[string]any{"Found": found, "Txn": txn, "Message": msg}
+	if found {
+		data["BookingID"], data["Amount"], data["Currency"] = c.req.BookingID, c.req.Amount, c.req.Currency
+		data["Pending"], data["State"] = c.state == pending, c.state.String()
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if !found {
+		w.WriteHeader(http.StatusNotFound)
+	}
+	_ = pageTmpl.Execute(w, data)
+}
+
+var indexTmpl = template.Must(template.New("index").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>paysim</title>
+<style>body{font-family:system-ui,sans-serif;max-width:48rem;margin:3rem auto;padding:0 1rem}td,th{padding:.2rem .6rem;text-align:left}</style>
+</head><body><h1>paysim</h1>
+<p>{{.Stats.Charges}} charges ({{.Stats.Succeeded}} succeeded, {{.Stats.Failed}} failed, {{.Stats.Pending}} pending),
+{{.Stats.Refunds}} refunds, {{.Stats.Deliveries}} webhook deliveries.</p>
+<table><tr><th>transaction</th><th>booking</th><th>amount</th><th>status</th></tr>
+{{range .Recent}}<tr><td><a href="checkout/{{.Txn}}">{{.Txn}}</a></td><td>{{.BookingID}}</td><td>{{.Amount}} {{.Currency}}</td><td>{{.State}}</td></tr>
+{{end}}</table></body></html>`))
+
+func (s *Sim) index(w http.ResponseWriter) {
+	st := s.Stats()
+	type row struct {
+		Txn, Currency, State string
+		BookingID, Amount    int64
+	}
+	var recent []row
+	s.mu.Lock()
+	for i := len(s.order) - 1; i >= 0 && len(recent) < 50; i-- {
+		c := s.charges[s.order[i]]
+		recent = append(recent, row{Txn: c.txn, BookingID: c.req.BookingID, Amount: c.req.Amount, Currency: c.req.Currency,
+			State: c.state.String()})
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = indexTmpl.Execute(w, map[string]any{"Stats": st, "Recent": recent})
+}

@@ -1,0 +1,184 @@
+package payment_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/outbox"
+	"berth.dev/berth/internal/payment"
+	"berth.dev/berth/internal/payment/paytest"
+	"berth.dev/berth/internal/pg"
+)
+
+// Late money is refunded once: the consumer asks the gateway, the webhook
+// completes it, and handing the same event again (at-least-once delivery)
+// or repeating the webhook changes nothing.
+func TestRefundCompletesOnce(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	pool := s.App.Pool
+	flightID := newFlight(t, s)
+	id := hold(t, s, 7, flightID, "10A")
+	s.Clock.Advance(10 * time.Minute)
+	d := paytest.Pay(t, s, id)
+
+	r := s.Do(apptest.Request{Method: http.MethodGet, Path: path("/bookings/%d", id), Token: s.Token("customer", 7)})
+	// SUCCEEDED too once an in-process refunds consumer got to it.
+	if m := r.Map(t); m["refundStatus"] != "REQUESTED" && m["refundStatus"] != "SUCCEEDED" {
+		t.Errorf("booking before the refund: %s, want a refundStatus", r.Body)
+	}
+	settle(t, s, nil)
+	r = s.Do(apptest.Request{Method: http.MethodGet, Path: path("/bookings/%d", id), Token: s.Token("customer", 7)})
+	if m := r.Map(t); m["refundStatus"] != "SUCCEEDED" || m["status"] != "EXPIRED" {
+		t.Errorf("booking after the refund: %s, want EXPIRED with refundStatus SUCCEEDED", r.Body)
+	}
+	if n := events(t, pool, id, outbox.RefundCompleted); n != 1 {
+		t.Errorf("%d refund.completed events, want 1", n)
+	}
+
+	// The relay hands the event again; the gateway sees the same key.
+	again := &paytest.Relay{Pool: pool, Consumer: s.App.Refunds}
+	if n, errs := again.Drain(t.Context()); n != 1 || len(errs) > 0 {
+		t.Fatalf("redelivery: %d processed, %v", n, errs)
+	}
+	if err := s.App.PaySim.Idle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	st := s.App.PaySim.Stats()
+	if st.RefundsPerCharge[d.ProviderTxnID] != 1 || st.RefundedAmount[d.ProviderTxnID] != price {
+		t.Errorf("gateway refunded %d times (%d); want once, %d", st.RefundsPerCharge[d.ProviderTxnID],
+			st.RefundedAmount[d.ProviderTxnID], price)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM refund`); n != 1 {
+		t.Errorf("%d refunds recorded, want 1", n)
+	}
+	// The gateway repeats its webhook.
+	var gatewayID string
+	if err := pool.QueryRow(t.Context(), `SELECT gateway_refund_id FROM refund`).Scan(&gatewayID); err != nil {
+		t.Fatal(err)
+	}
+	if r := paytest.Send(t, s.URL, s.Clock.Now(), payment.RefundSucceeded, payment.WebhookData{
+		BookingID: id, ProviderTxnID: gatewayID, Amount: price, Currency: "VND"}); r.Status != http.StatusOK {
+		t.Errorf("repeated refund webhook: %d %s", r.Status, r.Body)
+	}
+	if n := events(t, pool, id, outbox.RefundCompleted); n != 1 {
+		t.Errorf("%d refund.completed events after repeats, want 1", n)
+	}
+	mustAudit(t, s)
+}
+
+// Cancelling a confirmed flight booking refunds by the fare's rule copied
+// onto the booking, computed with the server's clock, against the charge
+// that confirmed it; what the rule keeps is retained (I5).
+func TestCancelConfirmedBookingRefundsByRule(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	pool := s.App.Pool
+	departure := apptest.Epoch.Add(48 * time.Hour)
+	r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: s.Token("admin", 1), Body: map[string]any{
+		"code": "VN900", "from": "SGN", "to": "HAN",
+		"departureAt": departure.Format(time.RFC3339), "arrivalAt": departure.Add(2 * time.Hour).Format(time.RFC3339),
+		"fares": []map[string]any{{"fareClass": "ECONOMY", "price": price, "currency": "VND", "capacity": 9,
+			"seats": apptest.Seats(10, 12, "ABC"), "refundable": 80, "refundCutoff": "24h"}},
+	}})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create flight: %d %s", r.Status, r.Body)
+	}
+	flightID := int64(r.Map(t)["id"].(float64))
+
+	early := hold(t, s, 7, flightID, "10A", "10B")
+	earlyPay := paytest.Pay(t, s, early)
+	lastMinute := hold(t, s, 7, flightID, "11A")
+	lastPay := paytest.Pay(t, s, lastMinute)
+
+	cancel := func(id int64) map[string]any {
+		r := s.Do(apptest.Request{Method: http.MethodPost, Path: path("/bookings/%d/cancel", id), Token: s.Token("customer", 7)})
+		if r.Status != http.StatusOK {
+			t.Fatalf("cancel %d: %d %s", id, r.Status, r.Body)
+		}
+		return r.Map(t)
+	}
+	m := cancel(early)
+	want := int64(2*price) * 80 / 100
+	if m["refundAmount"] != float64(want) || m["refundStatus"] != "REQUESTED" {
+		t.Errorf("cancel 48h before departure: %v, want refundAmount %d, refundStatus REQUESTED", m, want)
+	}
+	s.Clock.Set(departure.Add(-23 * time.Hour))
+	if m := cancel(lastMinute); m["refundAmount"] != float64(0) || m["refundStatus"] != nil {
+		t.Errorf("cancel 23h before departure: %v, want refundAmount 0 and no refund", m)
+	}
+	settle(t, s, nil)
+	st := s.App.PaySim.Stats()
+	if st.RefundedAmount[earlyPay.ProviderTxnID] != want || st.RefundsPerCharge[earlyPay.ProviderTxnID] != 1 {
+		t.Errorf("the gateway refunded %d in %d refunds of the confirming charge, want %d in 1",
+			st.RefundedAmount[earlyPay.ProviderTxnID], st.RefundsPerCharge[earlyPay.ProviderTxnID], want)
+	}
+	if st.RefundsPerCharge[lastPay.ProviderTxnID] != 0 {
+		t.Errorf("the last-minute cancellation was refunded")
+	}
+	if b := getBooking(t, pool, early); b.RefundStatus != "SUCCEEDED" {
+		t.Errorf("refund status %q, want SUCCEEDED", b.RefundStatus)
+	}
+	if got := fareCounters(t, pool, flightID); got != (counters{}) {
+		t.Errorf("counters %+v after both cancellations, want all free", got)
+	}
+	if st := seat(t, pool, flightID, "10A"); st.Status != "AVAILABLE" {
+		t.Errorf("seat 10A %+v, want AVAILABLE", st)
+	}
+	mustAudit(t, s)
+
+	// The audit notices money that does not balance.
+	if _, err := pool.Exec(t.Context(), `UPDATE refund SET amount = amount - 1`); err != nil {
+		t.Fatal(err)
+	}
+	results := auditResults(t, s)
+	if results["I5"] {
+		t.Error("I5 passed with a refund one unit short")
+	}
+
+}
+
+// paytest.Confirm, for other packages' tests, confirms as the webhook does:
+// the audit holds, and a cancellation refunds the recorded charge.
+func TestPaytestConfirm(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	pool := s.App.Pool
+	flightID := newFlight(t, s)
+	id := hold(t, s, 7, flightID, "12A")
+	if err := pg.InTx(t.Context(), pool, func(tx pgx.Tx) error { return paytest.Confirm(t.Context(), tx, s.App.Life, id) }); err != nil {
+		t.Fatal(err)
+	}
+	if b := getBooking(t, pool, id); b.Status != "CONFIRMED" {
+		t.Fatalf("booking %s, want CONFIRMED", b.Status)
+	}
+	mustAudit(t, s)
+	if r := s.Do(apptest.Request{Method: http.MethodDelete, Path: path("/bookings/%d", id), Token: s.Token("customer", 7)}); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	// The refund is owed from the cancellation's commit on: the ledger
+	// balances before the refunds consumer has run.
+	mustAudit(t, s)
+	settle(t, s, nil)
+	if b := getBooking(t, pool, id); b.RefundStatus != "SUCCEEDED" {
+		t.Errorf("refund status %q, want SUCCEEDED", b.RefundStatus)
+	}
+	mustAudit(t, s)
+
+	// A confirmation without a charge is what I4 exists to catch.
+	free := hold(t, s, 8, flightID, "12B")
+	err := pg.InTx(t.Context(), pool, func(tx pgx.Tx) error {
+		_, err := s.App.Life.Confirm(t.Context(), tx, free, price, "VND")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auditResults(t, s)["I4"] {
+		t.Error("I4 passed with a booking confirmed without a charge")
+	}
+}

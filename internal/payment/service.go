@@ -1,0 +1,169 @@
+package payment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/pg"
+)
+
+// Service starts charges, processes the gateway's webhooks and refunds.
+type Service struct {
+	pool       *pgxpool.Pool
+	clock      clock.Clock
+	life       *booking.Lifecycle
+	gateway    Gateway
+	webhookKey []byte
+	log        *slog.Logger
+	baseURL    atomic.Pointer[string]
+
+	webhooks *prometheus.CounterVec
+	refunds  *prometheus.CounterVec
+}
+
+// Options are what NewService needs.
+type Options struct {
+	Pool      *pgxpool.Pool
+	Clock     clock.Clock
+	Lifecycle *booking.Lifecycle
+	Gateway   Gateway
+	// WebhookKey is the HMAC key of webhook signatures
+	// (config.WebhookKey of BERTH_WEBHOOK_SECRET).
+	WebhookKey []byte
+	// BaseURL is where the gateway reaches berth ("http://host:port");
+	// SetBaseURL may set it later, once the listener is known.
+	BaseURL  string
+	Log      *slog.Logger
+	Registry prometheus.Registerer
+}
+
+// NewService returns a payment service.
+func NewService(o Options) *Service {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{
+		pool: o.Pool, clock: o.Clock, life: o.Lifecycle, gateway: o.Gateway, webhookKey: o.WebhookKey, log: o.Log,
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_payment_webhooks_total", Help: "Validly signed gateway webhooks, by type and what berth did.",
+		}, []string{"type", "result"}),
+		refunds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_refunds_total", Help: "Refunds, by step (requested at the gateway, completed).",
+		}, []string{"step"}),
+	}
+	if o.Registry != nil {
+		o.Registry.MustRegister(s.webhooks, s.refunds)
+	}
+	s.SetBaseURL(o.BaseURL)
+	return s
+}
+
+// SetBaseURL sets where the gateway reaches berth, for webhook URLs.
+func (s *Service) SetBaseURL(u string) {
+	u = strings.TrimRight(u, "/")
+	s.baseURL.Store(&u)
+}
+
+// WebhookURL is the URL the gateway posts webhooks to.
+func (s *Service) WebhookURL() string { return *s.baseURL.Load() + "/payments/webhook" }
+
+// Charge is a charge berth asked the gateway for (API.md's payment).
+type Charge struct {
+	ID            int64  `json:"paymentId"`
+	Status        string `json:"status"`
+	CheckoutURL   string `json:"checkoutUrl"`
+	BookingID     int64  `json:"-"`
+	ProviderTxnID string `json:"-"`
+}
+
+// StartCharge starts the charge of booking id's amount for its customer,
+// caller. A booking has one charge: a repeated request resumes it (the same
+// gateway idempotency key), so the customer is never charged twice for
+// asking twice. No transaction is open while the gateway is called.
+//
+// Returns fault.NotFound unless caller owns the booking, fault.HoldExpired
+// for an expired hold, fault.InvalidState for a booking that is not held,
+// fault.Overloaded when the gateway is unavailable.
+func (s *Service) StartCharge(ctx context.Context, caller booking.Caller, id int64) (*Charge, error) {
+	var (
+		c        Charge
+		amount   int64
+		currency string
+		key      string
+	)
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var (
+			status  booking.Status
+			expires time.Time
+		)
+		err := tx.QueryRow(ctx, `SELECT status, hold_expires_at FROM booking WHERE id = $1 AND customer_id = $2`,
+			id, caller.ID).Scan(&status, &expires)
+		now := s.clock.Now()
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return fault.New(fault.NotFound, "no booking %d", id)
+		case err != nil:
+			return fmt.Errorf("pay booking %d: %w", id, err)
+		case status == booking.Expired || (status == booking.Held && !expires.After(now)):
+			return fault.New(fault.HoldExpired, "the hold of booking %d expired at %s", id, expires.UTC().Format(time.RFC3339))
+		case status != booking.Held:
+			return fault.New(fault.InvalidState, "a %s booking cannot be paid", status)
+		}
+		// The amount is the booking's, computed by the server when it was
+		// held, never the client's (DESIGN.md race 4).
+		var txn, url *string
+		err = tx.QueryRow(ctx, `INSERT INTO charge (booking_id, amount, currency, created_at)
+			SELECT id, amount, currency, $2 FROM booking WHERE id = $1
+			ON CONFLICT (booking_id) DO UPDATE SET booking_id = EXCLUDED.booking_id
+			RETURNING id, booking_id, amount, currency, gateway_key::text, provider_txn_id, checkout_url`, id, now).
+			Scan(&c.ID, &c.BookingID, &amount, &currency, &key, &txn, &url)
+		if err != nil {
+			return fmt.Errorf("record charge of booking %d: %w", id, err)
+		}
+		c.ProviderTxnID, c.CheckoutURL = deref(txn), deref(url)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.Status = "PENDING"
+	if c.ProviderTxnID != "" {
+		return &c, nil
+	}
+	res, err := s.gateway.Charge(ctx, "charge-"+key, ChargeRequest{
+		BookingID: id, Amount: amount, Currency: currency, WebhookURL: s.WebhookURL(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("charge booking %d: %w", id, err)
+	}
+	// Two requests may both have called the gateway: the key made it one
+	// charge, and whichever stores it first wins; the other reads it.
+	err = s.pool.QueryRow(ctx, `UPDATE charge SET provider_txn_id = coalesce(provider_txn_id, $2),
+			checkout_url = coalesce(checkout_url, $3)
+		WHERE id = $1 RETURNING provider_txn_id, checkout_url`, c.ID, res.ProviderTxnID, res.CheckoutURL).
+		Scan(&c.ProviderTxnID, &c.CheckoutURL)
+	if err != nil {
+		return nil, fmt.Errorf("store charge %d: %w", c.ID, err)
+	}
+	return &c, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

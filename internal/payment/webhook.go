@@ -1,0 +1,313 @@
+package payment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/outbox"
+	"berth.dev/berth/internal/pg"
+)
+
+// Why money that arrived is refunded instead of confirming its booking
+// (payment.reason).
+const (
+	ReasonLate             = "late"              // the hold had expired
+	ReasonWrongAmount      = "wrong_amount"      // not the booking's amount
+	ReasonWrongCurrency    = "wrong_currency"    // not the booking's currency
+	ReasonUnknownBooking   = "unknown_booking"   // no such booking
+	ReasonAlreadyConfirmed = "already_confirmed" // another charge confirmed it
+	ReasonNotHeld          = "not_held"          // cancelled, or otherwise not payable
+	ReasonSeatGone         = "seat_gone"         // part of the hold was reclaimed (DESIGN.md race 1)
+)
+
+// RefundRequested is the data of a refund.requested event. Lifecycle.Cancel
+// writes booking.RefundRequest (the same fields but ProviderTxnID) for a
+// confirmed booking's cancellation; the refund then ties to the charge that
+// confirmed the booking.
+type RefundRequested struct {
+	BookingID     int64  `json:"bookingId"`
+	Amount        int64  `json:"amount"`
+	Currency      string `json:"currency"`
+	Reason        string `json:"reason"`
+	ProviderTxnID string `json:"providerTxnId,omitempty"`
+}
+
+// RefundCompleted is the data of a refund.completed event.
+type RefundCompleted struct {
+	RefundID        int64  `json:"refundId"`
+	BookingID       int64  `json:"bookingId"`
+	Amount          int64  `json:"amount"`
+	Currency        string `json:"currency"`
+	ProviderTxnID   string `json:"providerTxnId"`
+	GatewayRefundID string `json:"gatewayRefundId"`
+}
+
+var currencyRe = regexp.MustCompile(`^[A-Za-z]{3}$`)
+
+// HandleWebhook verifies and processes one webhook delivery. It returns nil
+// for every validly signed delivery it could process, duplicates and
+// unknown event types included (the gateway retries anything else), and
+// fault.Unauthenticated for a bad signature or timestamp,
+// fault.InvalidRequest for a signed body it cannot read.
+func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte) error {
+	if err := Verify(s.webhookKey, h, body, s.clock.Now()); err != nil {
+		return err
+	}
+	var w Webhook
+	if err := json.Unmarshal(body, &w); err != nil {
+		return fault.New(fault.InvalidRequest, "the webhook body is not the expected JSON: %v", err)
+	}
+	d := w.Data
+	switch w.Type {
+	case ChargeSucceeded, ChargeFailed, RefundSucceeded:
+	default:
+		// Newer event types are no reason for the gateway to retry.
+		s.webhooks.WithLabelValues("other", "ignored").Inc()
+		s.log.Info("ignored webhook", "type", w.Type)
+		return nil
+	}
+	switch {
+	case d.ProviderTxnID == "" || len(d.ProviderTxnID) > 255:
+		return fault.Invalid("data.providerTxnId", "must be 1 to 255 characters")
+	case d.Amount < 0:
+		return fault.Invalid("data.amount", "must not be negative")
+	case !currencyRe.MatchString(d.Currency) && w.Type != ChargeFailed:
+		return fault.Invalid("data.currency", "must be an ISO 4217 code")
+	}
+	var (
+		result string
+		err    error
+	)
+	switch w.Type {
+	case ChargeSucceeded:
+		result, err = s.chargeSucceeded(ctx, d)
+	case ChargeFailed:
+		result, err = s.chargeFailed(ctx, d)
+	case RefundSucceeded:
+		result, err = s.refundSucceeded(ctx, d)
+	}
+	if err != nil {
+		return fmt.Errorf("webhook %s %s: %w", w.Type, d.ProviderTxnID, err)
+	}
+	s.webhooks.WithLabelValues(w.Type, result).Inc()
+	s.log.Debug("webhook", "type", w.Type, "txn", d.ProviderTxnID, "booking", d.BookingID, "result", result)
+	return nil
+}
+
+// chargeSucceeded records the money of one provider transaction once, and
+// in the same transaction either confirms its booking or requests its
+// refund. Confirmation runs in a savepoint: when it fails half-way (a seat
+// that is gone), everything it did is undone before the money is recorded
+// for refund.
+func (s *Service) chargeSucceeded(ctx context.Context, d WebhookData) (string, error) {
+	var result string
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		// Taken before Confirm reads the clock, so the recorded time is never
+		// later than the one the hold was checked against (I4).
+		now := s.clock.Now()
+		var paymentID int64
+		// The UNIQUE provider_txn_id makes this the one delivery that
+		// processes the money: concurrent duplicates wait here for it to
+		// commit, then find the row and stop.
+		err := tx.QueryRow(ctx, `INSERT INTO payment (provider_txn_id, booking_id, amount, currency, outcome, reason, received_at)
+			VALUES ($1, $2, $3, $4, 'refund', 'processing', $5)
+			ON CONFLICT (provider_txn_id) DO NOTHING RETURNING id`,
+			d.ProviderTxnID, d.BookingID, d.Amount, d.Currency, now).Scan(&paymentID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			result = "duplicate"
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("record payment: %w", err)
+		}
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("savepoint: %w", err)
+		}
+		_, cerr := s.life.Confirm(ctx, sp, d.BookingID, d.Amount, d.Currency)
+		if cerr == nil {
+			if err := sp.Commit(ctx); err != nil {
+				return fmt.Errorf("release savepoint: %w", err)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE payment SET outcome = 'confirmed', reason = NULL WHERE id = $1`, paymentID); err != nil {
+				return fmt.Errorf("mark payment %d confirmed: %w", paymentID, err)
+			}
+			result = "confirmed"
+			return nil
+		}
+		if err := sp.Rollback(ctx); err != nil {
+			return fmt.Errorf("roll back confirmation: %w", errors.Join(cerr, err))
+		}
+		if fault.CodeOf(cerr) == "" && !errors.Is(cerr, booking.ErrIncomplete) {
+			// Not a verdict on the booking (a deadlock, a lost connection):
+			// the whole delivery is retried, by InTx or by the gateway.
+			return cerr
+		}
+		reason, err := refundReason(ctx, tx, d, cerr, now)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE payment SET reason = $2 WHERE id = $1`, paymentID, reason); err != nil {
+			return fmt.Errorf("mark payment %d for refund: %w", paymentID, err)
+		}
+		result = "refunded_" + reason
+		if d.Amount == 0 {
+			return nil
+		}
+		return requestRefund(ctx, tx, RefundRequested{BookingID: d.BookingID, Amount: d.Amount, Currency: d.Currency,
+			Reason: reason, ProviderTxnID: d.ProviderTxnID}, now)
+	})
+	return result, err
+}
+
+// refundReason says why money for d could not confirm its booking.
+func refundReason(ctx context.Context, tx pgx.Tx, d WebhookData, cerr error, now time.Time) (string, error) {
+	var (
+		status   booking.Status
+		expires  time.Time
+		amount   int64
+		currency string
+	)
+	err := tx.QueryRow(ctx, `SELECT status, hold_expires_at, amount, currency FROM booking WHERE id = $1`, d.BookingID).
+		Scan(&status, &expires, &amount, &currency)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ReasonUnknownBooking, nil
+	case err != nil:
+		return "", fmt.Errorf("read booking %d: %w", d.BookingID, err)
+	case errors.Is(cerr, booking.ErrIncomplete):
+		return ReasonSeatGone, nil
+	case status == booking.Expired || (status == booking.Held && !expires.After(now)):
+		return ReasonLate, nil
+	case status == booking.Confirmed || status == booking.OnTrip || status == booking.Completed:
+		return ReasonAlreadyConfirmed, nil
+	case status != booking.Held:
+		return ReasonNotHeld, nil
+	case currency != d.Currency:
+		return ReasonWrongCurrency, nil
+	case amount != d.Amount:
+		return ReasonWrongAmount, nil
+	}
+	// Confirm refused for a reason of its own; the money is returned all
+	// the same.
+	return ReasonNotHeld, nil
+}
+
+// requestRefund writes the refund.requested event of r and marks the
+// booking, if there is one, as owed a refund. Updating the booking row
+// first also locks it, which orders the event among the booking's others.
+func requestRefund(ctx context.Context, tx pgx.Tx, r RefundRequested, now time.Time) error {
+	if _, err := tx.Exec(ctx, `UPDATE booking SET refund_status = 'REQUESTED' WHERE id = $1`, r.BookingID); err != nil {
+		return fmt.Errorf("mark booking %d refund requested: %w", r.BookingID, err)
+	}
+	return outbox.Write(ctx, tx, outbox.Event{BookingID: r.BookingID, Type: outbox.RefundRequested, Data: r, Time: now})
+}
+
+// chargeFailed releases the booking at once (the flight document's rule).
+// A failure of a transaction that is not the booking's charge, or of one
+// whose money was already recorded, changes nothing.
+func (s *Service) chargeFailed(ctx context.Context, d WebhookData) (string, error) {
+	var result string
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var ours *string
+		err := tx.QueryRow(ctx, `SELECT provider_txn_id FROM charge WHERE booking_id = $1`, d.BookingID).Scan(&ours)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("read charge of booking %d: %w", d.BookingID, err)
+		}
+		if ours != nil && *ours != d.ProviderTxnID {
+			result = "other_charge"
+			return nil
+		}
+		var paid bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payment WHERE provider_txn_id = $1)`, d.ProviderTxnID).Scan(&paid); err != nil {
+			return fmt.Errorf("read payment %s: %w", d.ProviderTxnID, err)
+		}
+		if paid {
+			result = "already_succeeded"
+			return nil
+		}
+		_, released, err := s.life.FailPayment(ctx, tx, d.BookingID)
+		if err != nil {
+			return err
+		}
+		result = "not_held"
+		if released {
+			result = "released"
+		}
+		return nil
+	})
+	return result, err
+}
+
+// refundSucceeded records the gateway's word that a refund succeeded and
+// completes berth's refund if it already knows which one that is;
+// otherwise the refunds consumer completes it when it stores the gateway's
+// answer (see Refunds.link).
+func (s *Service) refundSucceeded(ctx context.Context, d WebhookData) (string, error) {
+	var result string
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.clock.Now()
+		var refundID *int64
+		err := tx.QueryRow(ctx, `INSERT INTO gateway_refund (gateway_refund_id, amount, currency, succeeded_at)
+			VALUES ($1, $2, $3, $4)
+			ON CONFLICT (gateway_refund_id) DO UPDATE
+				SET amount = EXCLUDED.amount, currency = EXCLUDED.currency, succeeded_at = EXCLUDED.succeeded_at
+				WHERE gateway_refund.succeeded_at IS NULL
+			RETURNING refund_id`, d.ProviderTxnID, d.Amount, d.Currency, now).Scan(&refundID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			result = "duplicate"
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("record refund %s: %w", d.ProviderTxnID, err)
+		}
+		if refundID == nil {
+			result = "early"
+			return nil
+		}
+		result = "completed"
+		return s.completeRefund(ctx, tx, *refundID, now)
+	})
+	return result, err
+}
+
+// completeRefund marks refund id SUCCEEDED, once, updates its booking's
+// refund status and writes refund.completed.
+func (s *Service) completeRefund(ctx context.Context, tx pgx.Tx, id int64, now time.Time) error {
+	var c RefundCompleted
+	err := tx.QueryRow(ctx, `UPDATE refund r SET status = 'SUCCEEDED', completed_at = $2
+		FROM payment p
+		WHERE r.id = $1 AND r.status = 'REQUESTED' AND p.id = r.payment_id
+		RETURNING r.id, r.booking_id, r.amount, r.currency, p.provider_txn_id, r.gateway_refund_id`, id, now).
+		Scan(&c.RefundID, &c.BookingID, &c.Amount, &c.Currency, &c.ProviderTxnID, &c.GatewayRefundID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("complete refund %d: %w", id, err)
+	}
+	// The booking's refund is SUCCEEDED once nothing it is owed is still
+	// outstanding: no unfinished refund, no refunded payment and no
+	// cancellation refund still waiting for its refund row.
+	_, err = tx.Exec(ctx, `UPDATE booking b SET refund_status = CASE WHEN
+			NOT EXISTS (SELECT 1 FROM refund r WHERE r.booking_id = b.id AND r.status <> 'SUCCEEDED')
+			AND NOT EXISTS (SELECT 1 FROM payment p WHERE p.booking_id = b.id AND p.amount > 0
+				AND (p.outcome = 'refund' OR coalesce(b.refund_amount, 0) > 0)
+				AND NOT EXISTS (SELECT 1 FROM refund r WHERE r.payment_id = p.id))
+			THEN 'SUCCEEDED' ELSE 'REQUESTED' END
+		WHERE b.id = $1`, c.BookingID)
+	if err != nil {
+		return fmt.Errorf("update refund status of booking %d: %w", c.BookingID, err)
+	}
+	s.refunds.WithLabelValues("completed").Inc()
+	return outbox.Write(ctx, tx, outbox.Event{BookingID: c.BookingID, Type: outbox.RefundCompleted, Data: c, Time: now})
+}

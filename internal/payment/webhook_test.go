@@ -1,0 +1,391 @@
+package payment_test
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/outbox"
+	"berth.dev/berth/internal/payment"
+	"berth.dev/berth/internal/payment/paytest"
+)
+
+// The race the flight document names: money arriving around the moment
+// the hold expires. Confirmed strictly before expiry; at and after it the
+// money is recorded and refunded, and the seats are never sold.
+func TestWebhookAroundHoldExpiry(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	pool := s.App.Pool
+	cases := []struct {
+		name    string
+		offset  time.Duration // from the hold's expiry
+		confirm bool
+	}{
+		{"just before", -time.Microsecond, true},
+		{"exactly at", 0, false},
+		{"just after", time.Second, false},
+	}
+	for _, c := range cases {
+		s.Clock.Set(apptest.Epoch)
+		flightID := newFlight(t, s)
+		id := hold(t, s, 7, flightID, "10A", "10B")
+		s.Clock.Set(getBooking(t, pool, id).Expires.Add(c.offset))
+		d := paytest.Charge(t, pool, id)
+		if r := paytest.Send(t, s.URL, s.Clock.Now(), payment.ChargeSucceeded, d); r.Status != http.StatusOK {
+			t.Fatalf("%s: webhook %d %s", c.name, r.Status, r.Body)
+		}
+		b := getBooking(t, pool, id)
+		p := paymentOf(t, pool, d.ProviderTxnID)
+		if c.confirm {
+			if b.Status != "CONFIRMED" || p.Outcome != "confirmed" || events(t, pool, id, outbox.BookingConfirmed) != 1 {
+				t.Errorf("%s: booking %s, payment %+v; want CONFIRMED with one confirmed payment and event", c.name, b.Status, p)
+			}
+			if st := seat(t, pool, flightID, "10A"); st.Status != "SOLD" || st.Booking != id {
+				t.Errorf("%s: seat 10A %+v, want SOLD for %d", c.name, st, id)
+			}
+			if got := fareCounters(t, pool, flightID); got != (counters{Sold: 2}) {
+				t.Errorf("%s: counters %+v, want sold 2", c.name, got)
+			}
+			continue
+		}
+		if b.Status != "HELD" || p.N != 1 || p.Outcome != "refund" || p.Reason != payment.ReasonLate {
+			t.Errorf("%s: booking %s, payment %+v; want still HELD (until swept), payment refunded as late", c.name, b.Status, p)
+		}
+		// SUCCEEDED too once an in-process refunds consumer got to it.
+		if b.RefundStatus == "" || events(t, pool, id, outbox.RefundRequested) != 1 || events(t, pool, id, outbox.BookingConfirmed) != 0 {
+			t.Errorf("%s: refund status %q, %d refund.requested, %d confirmed events; want a refund, 1, 0", c.name, b.RefundStatus,
+				events(t, pool, id, outbox.RefundRequested), events(t, pool, id, outbox.BookingConfirmed))
+		}
+		if st := seat(t, pool, flightID, "10A"); st.Status == "SOLD" {
+			t.Errorf("%s: seat 10A was sold to late money", c.name)
+		}
+	}
+	settle(t, s, nil)
+	mustAudit(t, s)
+}
+
+// The race the flight document misses: the hold expired, another customer
+// re-held the seat before the sweeper ran, then the first customer's money
+// arrives. It must be refunded, and the second customer keeps the seat.
+// With a clock that still thinks the hold is valid (a process whose clock
+// lags), the seat count check stops it: nothing is confirmed with a
+// missing seat.
+func TestLateMoneyAfterSeatReclaimed(t *testing.T) {
+	t.Parallel()
+	for _, lagging := range []bool{false, true} {
+		name := map[bool]string{false: "expired", true: "clock lags"}[lagging]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t, nil)
+			pool := s.App.Pool
+			flightID := newFlight(t, s)
+			first := hold(t, s, 1, flightID, "11A", "11B")
+			s.Clock.Advance(11 * time.Minute)
+			second := hold(t, s, 2, flightID, "11B")
+			if lagging {
+				// The first hold still looks valid to the confirming process.
+				if _, err := pool.Exec(t.Context(), `UPDATE booking SET hold_expires_at = $2 WHERE id = $1`,
+					first, s.Clock.Now().Add(time.Minute)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := fareCounters(t, pool, flightID)
+			d := paytest.Pay(t, s, first)
+
+			p := paymentOf(t, pool, d.ProviderTxnID)
+			wantReason := map[bool]string{false: payment.ReasonLate, true: payment.ReasonSeatGone}[lagging]
+			if p.Outcome != "refund" || p.Reason != wantReason {
+				t.Errorf("payment %+v, want refunded as %s", p, wantReason)
+			}
+			if b := getBooking(t, pool, first); b.Status == "CONFIRMED" {
+				t.Fatalf("booking %d was confirmed with seat 11B held by booking %d", first, second)
+			}
+			if st := seat(t, pool, flightID, "11B"); st.Status != "HELD" || st.Booking != second {
+				t.Errorf("seat 11B %+v, want HELD for the second customer's booking %d", st, second)
+			}
+			if st := seat(t, pool, flightID, "11A"); st.Status == "SOLD" {
+				t.Errorf("seat 11A was sold: a failed confirmation must roll back whole")
+			}
+			if got := fareCounters(t, pool, flightID); got != before {
+				t.Errorf("counters moved from %+v to %+v", before, got)
+			}
+			if n := events(t, pool, first, outbox.RefundRequested); n != 1 {
+				t.Errorf("%d refund.requested events, want 1", n)
+			}
+			if lagging {
+				if _, err := pool.Exec(t.Context(), `UPDATE booking SET hold_expires_at = $2 WHERE id = $1`,
+					first, s.Clock.Now().Add(-time.Second)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			settle(t, s, nil)
+			if b := getBooking(t, pool, first); b.Status != "EXPIRED" || b.RefundStatus != "SUCCEEDED" {
+				t.Errorf("first booking %+v after the sweep and the refund, want EXPIRED, refund SUCCEEDED", b)
+			}
+			if st := s.App.PaySim.Stats(); st.RefundsPerCharge[d.ProviderTxnID] != 1 || st.RefundedAmount[d.ProviderTxnID] != d.Amount {
+				t.Errorf("gateway refunded the charge %d times, %d in all; want once, in full", st.RefundsPerCharge[d.ProviderTxnID],
+					st.RefundedAmount[d.ProviderTxnID])
+			}
+			mustAudit(t, s)
+		})
+	}
+}
+
+// Twenty identical deliveries at once: one payment, one confirmation, one
+// booking.confirmed event, and every delivery answered 200.
+func TestTwentyIdenticalWebhooksAtOnce(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	pool := s.App.Pool
+	flightID := newFlight(t, s)
+	id := hold(t, s, 3, flightID, "12A", "12C")
+	d := paytest.Charge(t, pool, id)
+	rs := race(20, func(int) *apptest.Response {
+		return paytest.Send(t, s.URL, s.Clock.Now(), payment.ChargeSucceeded, d)
+	})
+	for i, r := range rs {
+		if r.Status != http.StatusOK {
+			t.Errorf("delivery %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if n := count(t, pool, `SELECT count(*) FROM payment`); n != 1 {
+		t.Errorf("%d payments recorded, want 1", n)
+	}
+	if p := paymentOf(t, pool, d.ProviderTxnID); p.Outcome != "confirmed" {
+		t.Errorf("payment %+v, want confirmed", p)
+	}
+	if b := getBooking(t, pool, id); b.Status != "CONFIRMED" {
+		t.Errorf("booking %s, want CONFIRMED", b.Status)
+	}
+	if n := events(t, pool, id, outbox.BookingConfirmed); n != 1 {
+		t.Errorf("%d booking.confirmed events, want 1", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM outbox WHERE type = $1`, outbox.RefundRequested); n != 0 {
+		t.Errorf("%d refunds requested, want none", n)
+	}
+	if got := fareCounters(t, pool, flightID); got != (counters{Sold: 2}) {
+		t.Errorf("counters %+v, want sold 2", got)
+	}
+	mustAudit(t, s)
+}
+
+// A failed charge releases the hold at once: another customer can hold the
+// same seats without waiting for expiry or the sweeper.
+func TestChargeFailedFreesSeatsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	pool := s.App.Pool
+	flightID := newFlight(t, s)
+	id := hold(t, s, 4, flightID, "10A", "10B")
+	d := paytest.Charge(t, pool, id)
+	for range 2 { // a duplicate changes nothing
+		if r := paytest.Send(t, s.URL, s.Clock.Now(), payment.ChargeFailed, d); r.Status != http.StatusOK {
+			t.Fatalf("charge.failed: %d %s", r.Status, r.Body)
+		}
+	}
+	if b := getBooking(t, pool, id); b.Status != "CANCELLED" || b.CancelReason != "payment_failed" {
+		t.Errorf("booking %+v, want CANCELLED payment_failed", b)
+	}
+	if n := events(t, pool, id, outbox.BookingCancelled); n != 1 {
+		t.Errorf("%d booking.cancelled events, want 1", n)
+	}
+	if got := fareCounters(t, pool, flightID); got != (counters{}) {
+		t.Errorf("counters %+v, want all free", got)
+	}
+	other := hold(t, s, 5, flightID, "10A", "10B")
+	if st := seat(t, pool, flightID, "10B"); st.Booking != other {
+		t.Errorf("seat 10B %+v, want held by %d", st, other)
+	}
+	r := s.Do(apptest.Request{Method: http.MethodGet, Path: path("/bookings/%d", id), Token: s.Token("customer", 4)})
+	if m := r.Map(t); m["status"] != "CANCELLED" || m["cancelReason"] != "payment_failed" {
+		t.Errorf("GET booking: %s", r.Body)
+	}
+	mustAudit(t, s)
+}
+
+// Deliveries that are not the gateway's are refused with 401 and change
+// nothing; signed deliveries whose money does not fit the booking are
+// recorded and refunded, never confirmed.
+func TestBadWebhooksConfirmNothing(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	pool := s.App.Pool
+	flightID := newFlight(t, s)
+	otherKey := []byte("another-secret-of-sufficient-len")
+
+	type delivery struct {
+		at     time.Time
+		key    []byte
+		mutate func(d *payment.WebhookData)
+		// tamper changes the headers or body after signing.
+		tamper func(h map[string]string, body []byte) []byte
+	}
+	now := func() time.Time { return s.Clock.Now() }
+	cases := []struct {
+		name       string
+		del        delivery
+		wantStatus int
+		wantReason string
+	}{
+		{"forged signature", delivery{key: otherKey}, 401, ""},
+		{"stale timestamp", delivery{at: now().Add(-payment.Tolerance - time.Second)}, 401, ""},
+		{"future timestamp", delivery{at: now().Add(payment.Tolerance + time.Second)}, 401, ""},
+		{"body changed after signing", delivery{tamper: func(_ map[string]string, b []byte) []byte {
+			return []byte(strings.Replace(string(b), `"amount":`, `"amount":1`, 1))
+		}}, 401, ""},
+		{"no signature", delivery{tamper: func(h map[string]string, b []byte) []byte {
+			delete(h, payment.HeaderSignature)
+			return b
+		}}, 401, ""},
+		{"signature of another version", delivery{tamper: func(h map[string]string, b []byte) []byte {
+			h[payment.HeaderSignature] = "v2," + strings.TrimPrefix(h[payment.HeaderSignature], "v1,")
+			return b
+		}}, 401, ""},
+		{"wrong amount", delivery{mutate: func(d *payment.WebhookData) { d.Amount-- }}, 200, payment.ReasonWrongAmount},
+		{"wrong currency", delivery{mutate: func(d *payment.WebhookData) { d.Currency = "USD" }}, 200, payment.ReasonWrongCurrency},
+		{"unknown booking", delivery{mutate: func(d *payment.WebhookData) { d.BookingID = 999_999 }}, 200, payment.ReasonUnknownBooking},
+	}
+	for i, c := range cases {
+		seatNo := []string{"10A", "10B", "10C", "11A", "11B", "11C", "12A", "12B", "12C"}[i]
+		id := hold(t, s, int64(100+i), flightID, seatNo)
+		d := paytest.Charge(t, pool, id)
+		if c.del.mutate != nil {
+			c.del.mutate(&d)
+		}
+		at, key := c.del.at, c.del.key
+		if at.IsZero() {
+			at = now()
+		}
+		if key == nil {
+			key = paytest.Key(t)
+		}
+		body := paytest.Body(t, payment.ChargeSucceeded, d)
+		hh := http.Header{}
+		payment.SignHeaders(hh, key, "msg_"+c.name, at, body)
+		h := map[string]string{}
+		for _, k := range []string{payment.HeaderID, payment.HeaderTimestamp, payment.HeaderSignature} {
+			h[k] = hh.Get(k)
+		}
+		if c.del.tamper != nil {
+			body = c.del.tamper(h, body)
+		}
+		r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/payments/webhook", Body: body, Header: h})
+		if r.Status != c.wantStatus {
+			t.Errorf("%s: %d %s, want %d", c.name, r.Status, r.Body, c.wantStatus)
+		}
+		if c.wantStatus == 401 && r.Code() != "unauthenticated" {
+			t.Errorf("%s: code %q, want unauthenticated", c.name, r.Code())
+		}
+		p := paymentOf(t, pool, d.ProviderTxnID)
+		switch {
+		case c.wantStatus == 401 && p.N != 0:
+			t.Errorf("%s: a refused delivery recorded a payment", c.name)
+		case c.wantStatus == 200 && (p.Outcome != "refund" || p.Reason != c.wantReason):
+			t.Errorf("%s: payment %+v, want refunded as %s", c.name, p, c.wantReason)
+		}
+		if b := getBooking(t, pool, id); b.Status != "HELD" {
+			t.Errorf("%s: booking %s, want still HELD", c.name, b.Status)
+		}
+		wantRefunds := 0
+		if c.wantStatus == 200 {
+			wantRefunds = 1
+		}
+		if n := events(t, pool, d.BookingID, outbox.RefundRequested); n != wantRefunds {
+			t.Errorf("%s: %d refund.requested events, want %d", c.name, n, wantRefunds)
+		}
+	}
+	if n := count(t, pool, `SELECT count(*) FROM outbox WHERE type = $1`, outbox.BookingConfirmed); n != 0 {
+		t.Errorf("%d bookings confirmed, want none", n)
+	}
+	if got := fareCounters(t, pool, flightID); got.Sold != 0 {
+		t.Errorf("counters %+v, want nothing sold", got)
+	}
+	s.Clock.Advance(time.Hour)
+	settle(t, s, nil)
+	mustAudit(t, s)
+
+	// Money kept with no refund owed for it is what I4 and I5 catch.
+	if _, err := pool.Exec(t.Context(), `DELETE FROM gateway_refund; WITH gone AS (DELETE FROM refund WHERE id = (SELECT min(id) FROM refund) RETURNING event_id)
+		DELETE FROM outbox WHERE event_id::text IN (SELECT event_id FROM gone)`); err != nil {
+		t.Fatal(err)
+	}
+	if got := auditResults(t, s); got["I4"] || got["I5"] {
+		t.Errorf("audit %v with a refund gone, want I4 and I5 violated", got)
+	}
+}
+
+// Key rotation: several signatures, one valid, is accepted; so is a
+// timestamp exactly at the edge of the window, either way.
+func TestWebhookSignatureRotationAndWindowEdges(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	pool := s.App.Pool
+	flightID := newFlight(t, s)
+	for i, at := range []time.Time{s.Clock.Now().Add(-payment.Tolerance), s.Clock.Now().Add(payment.Tolerance), s.Clock.Now()} {
+		id := hold(t, s, int64(200+i), flightID, []string{"10A", "10B", "10C"}[i])
+		d := paytest.Charge(t, pool, id)
+		body := paytest.Body(t, payment.ChargeSucceeded, d)
+		old := payment.Sign([]byte("the-previous-secret-0123456789"), "msg_rot", at.Unix(), body)
+		good := payment.Sign(paytest.Key(t), "msg_rot", at.Unix(), body)
+		junk := "v1," + base64.StdEncoding.EncodeToString([]byte("not a signature"))
+		r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/payments/webhook", Body: body, Header: map[string]string{
+			payment.HeaderID: "msg_rot", payment.HeaderTimestamp: strings.TrimSpace(itoa(at.Unix())),
+			payment.HeaderSignature: old + " v1,%%% " + junk + " " + good,
+		}})
+		if r.Status != http.StatusOK {
+			t.Errorf("delivery %d: %d %s", i, r.Status, r.Body)
+		}
+		if b := getBooking(t, pool, id); b.Status != "CONFIRMED" {
+			t.Errorf("delivery %d: booking %s, want CONFIRMED", i, b.Status)
+		}
+	}
+	mustAudit(t, s)
+}
+
+// Money for a booking that another charge already confirmed, or that was
+// cancelled, is recorded and refunded in full; the booking is untouched.
+func TestMoneyForABookingThatCannotTakeIt(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	pool := s.App.Pool
+	flightID := newFlight(t, s)
+	confirmed := hold(t, s, 7, flightID, "10A")
+	first := paytest.Pay(t, s, confirmed)
+	second := paytest.Pay(t, s, confirmed)
+	cancelled := hold(t, s, 7, flightID, "10B")
+	if r := s.Do(apptest.Request{Method: http.MethodDelete, Path: path("/bookings/%d", cancelled), Token: s.Token("customer", 7)}); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	afterCancel := paytest.Pay(t, s, cancelled)
+
+	for _, c := range []struct {
+		txn     string
+		outcome string
+		reason  string
+	}{
+		{first.ProviderTxnID, "confirmed", ""},
+		{second.ProviderTxnID, "refund", payment.ReasonAlreadyConfirmed},
+		{afterCancel.ProviderTxnID, "refund", payment.ReasonNotHeld},
+	} {
+		if p := paymentOf(t, pool, c.txn); p.N != 1 || p.Outcome != c.outcome || p.Reason != c.reason {
+			t.Errorf("payment %s: %+v, want %s %s", c.txn, p, c.outcome, c.reason)
+		}
+	}
+	if n := events(t, pool, confirmed, outbox.BookingConfirmed); n != 1 {
+		t.Errorf("%d booking.confirmed events, want 1", n)
+	}
+	if b := getBooking(t, pool, cancelled); b.Status != "CANCELLED" || b.CancelReason != "customer" {
+		t.Errorf("cancelled booking %+v, want still CANCELLED by the customer", b)
+	}
+	settle(t, s, nil)
+	st := s.App.PaySim.Stats()
+	if st.RefundsPerCharge[second.ProviderTxnID] != 1 || st.RefundsPerCharge[afterCancel.ProviderTxnID] != 1 ||
+		st.RefundsPerCharge[first.ProviderTxnID] != 0 {
+		t.Errorf("gateway refunds per charge %v, want the second and the after-cancel charge once each", st.RefundsPerCharge)
+	}
+	mustAudit(t, s)
+}
