@@ -122,7 +122,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	a.API = httpapi.New(httpapi.Deps{
 		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Cars: cars, Lifecycle: a.Life,
 		AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry,
-		Ready: a.eventChecks(),
+		Ready:    a.eventChecks(),
 		Payments: a.Payments, PaySim: a.paySimHandler(),
 	})
 	return a, nil
