@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/flight"
+	"berth.dev/berth/internal/payment/paytest"
 	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/pg/pgtest"
 	"berth.dev/berth/internal/policy"
@@ -117,13 +118,7 @@ func (e *env) touch(ctx context.Context, id int64) error {
 
 func (e *env) confirm(ctx context.Context, id int64) error {
 	return pg.InTx(ctx, e.pool, func(tx pgx.Tx) error {
-		var amount int64
-		var currency string
-		if err := tx.QueryRow(ctx, `SELECT amount, currency FROM booking WHERE id = $1`, id).Scan(&amount, &currency); err != nil {
-			return err
-		}
-		_, err := e.life.Confirm(ctx, tx, id, amount, currency)
-		return err
+		return paytest.Confirm(ctx, tx, e.life, id)
 	})
 }
 
