@@ -53,6 +53,9 @@ type Service struct {
 	pool    *pgxpool.Pool
 	clock   clock.Clock
 	holdTTL time.Duration
+	// reads serves searches and seat maps: a read-only replica when one is
+	// configured, else pool. They may be a few seconds stale anyway.
+	reads *pgxpool.Pool
 
 	seatMaps *guard.Cache[*SeatMap]
 	searches *guard.Cache[[]*Flight]
@@ -64,6 +67,9 @@ type Config struct {
 	SeatMapTTL  time.Duration // how stale a seat map may be (2–5 s)
 	SearchTTL   time.Duration // how stale a search may be
 	MaxCacheKey int
+	// ReadPool, when set, serves searches and seat maps
+	// (BERTH_DATABASE_READ_URL).
+	ReadPool *pgxpool.Pool
 }
 
 // NewService returns a flight service on pool.
@@ -71,8 +77,13 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 	if cfg.MaxCacheKey == 0 {
 		cfg.MaxCacheKey = 10_000
 	}
+	reads := cfg.ReadPool
+	if reads == nil {
+		reads = pool
+	}
 	return &Service{
 		pool:     pool,
+		reads:    reads,
 		clock:    c,
 		holdTTL:  cfg.HoldTTL,
 		seatMaps: guard.NewCache[*SeatMap](cfg.SeatMapTTL, cfg.MaxCacheKey),
@@ -114,7 +125,7 @@ func (s *Service) Get(ctx context.Context, id int64) (*Flight, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get flight %d: %w", id, err)
 	}
-	if err := s.loadFares(ctx, []*Flight{f}); err != nil {
+	if err := loadFares(ctx, s.pool, []*Flight{f}); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -126,7 +137,7 @@ func (s *Service) Get(ctx context.Context, id int64) (*Flight, error) {
 func (s *Service) Search(ctx context.Context, from, to string, date time.Time) ([]*Flight, error) {
 	key := from + "|" + to + "|" + date.Format(time.DateOnly)
 	return s.searches.Get(ctx, key, func(ctx context.Context) ([]*Flight, error) {
-		rows, err := s.pool.Query(ctx, `SELECT `+flightColumns+` FROM flight f
+		rows, err := s.reads.Query(ctx, `SELECT `+flightColumns+` FROM flight f
 			JOIN airport o ON o.code = f.origin JOIN airport d ON d.code = f.destination
 			WHERE f.origin = $1 AND f.destination = $2 AND f.departure_date = $3
 			ORDER BY f.departure_at, f.id LIMIT 500`, from, to, date)
@@ -137,14 +148,14 @@ func (s *Service) Search(ctx context.Context, from, to string, date time.Time) (
 		if err != nil {
 			return nil, fmt.Errorf("search flights: %w", err)
 		}
-		if err := s.loadFares(ctx, flights); err != nil {
+		if err := loadFares(ctx, s.reads, flights); err != nil {
 			return nil, err
 		}
 		return flights, nil
 	})
 }
 
-func (s *Service) loadFares(ctx context.Context, flights []*Flight) error {
+func loadFares(ctx context.Context, db *pgxpool.Pool, flights []*Flight) error {
 	if len(flights) == 0 {
 		return nil
 	}
@@ -154,7 +165,7 @@ func (s *Service) loadFares(ctx context.Context, flights []*Flight) error {
 		ids[i] = f.ID
 		byID[f.ID] = f
 	}
-	rows, err := s.pool.Query(ctx, `SELECT flight_id, fare_class, price, currency, capacity, overbook_limit,
+	rows, err := db.Query(ctx, `SELECT flight_id, fare_class, price, currency, capacity, overbook_limit,
 		sold, held, refund_rule FROM fare_inventory WHERE flight_id = ANY($1) ORDER BY flight_id, price DESC, fare_class`, ids)
 	if err != nil {
 		return fmt.Errorf("load fares: %w", err)

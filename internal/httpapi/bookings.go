@@ -34,7 +34,15 @@ func (s *Server) createBooking(w http.ResponseWriter, r *http.Request, c booking
 			return fault.Invalid("quantity", "must be between 1 and %d", flight.MaxSeats)
 		}
 	}
+	if err := hr.Validate(); err != nil {
+		return err
+	}
+	pass, err := s.Guard.BeforeHold(r.Context(), holdIntent(r, c, hr))
+	if err != nil {
+		return err
+	}
 	b, err := s.Flights.Hold(r.Context(), hr)
+	pass.Done(r.Context(), err)
 	s.metrics.hold(string(booking.KindFlight), err)
 	if err != nil {
 		return err
@@ -96,6 +104,7 @@ func (s *Server) cancelBooking(w http.ResponseWriter, r *http.Request, c booking
 	if err != nil {
 		return err
 	}
+	s.released(r.Context(), b)
 	writeJSON(w, http.StatusOK, b.View())
 	return nil
 }

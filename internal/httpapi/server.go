@@ -22,6 +22,7 @@ import (
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
+	"berth.dev/berth/internal/guard"
 )
 
 // Deps is what the API serves from.
@@ -35,6 +36,9 @@ type Deps struct {
 	// Ready lists the dependencies /readyz checks besides the database.
 	Ready    map[string]func(context.Context) error
 	Registry *prometheus.Registry
+	// Guard is the surge layers (waiting room, gate, limits, shedding);
+	// nil or off lets every request straight through.
+	Guard *guard.Guard
 }
 
 // Server is the HTTP API.
@@ -68,6 +72,8 @@ func (s *Server) routes() {
 	s.handle("GET /bookings/{id}", anyRole, s.getBooking)
 	s.handle("DELETE /bookings/{id}", anyRole, s.cancelBooking)
 	s.handle("POST /bookings/{id}/cancel", anyRole, s.cancelBooking)
+
+	s.surgeRoutes()
 }
 
 // access says who may call a route: nobody needs a token (nil), any valid
@@ -85,6 +91,7 @@ func roles(r ...string) access { return r }
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c booking.Caller) error
 
 func (s *Server) handle(pattern string, who access, h handlerFunc) {
+	lane := laneOf(pattern, who)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		var c booking.Caller
 		if who != nil {
@@ -94,6 +101,13 @@ func (s *Server) handle(pattern string, who access, h handlerFunc) {
 				return
 			}
 		}
+		ctx, leave, err := s.Guard.Admit(r.Context(), lane, clientKey(r, c, who))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		defer leave()
+		r = r.WithContext(ctx)
 		if err := h(w, r, c); err != nil {
 			s.writeError(w, r, err)
 		}
