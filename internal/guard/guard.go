@@ -55,7 +55,7 @@ type Config struct {
 func LanesFor(maxConns int) map[Lane]int {
 	return map[Lane]int{
 		LaneHold:  max(16, 4*maxConns),
-		LaneRead:  max(2, maxConns/2),
+		LaneRead:  max(1, maxConns/2),
 		LaneOther: max(4, maxConns),
 	}
 }
@@ -249,7 +249,11 @@ func (g *Guard) BeforeHold(ctx context.Context, h Hold) (*Pass, error) {
 	if tok != nil {
 		if p.adm, err = g.Room.claim(ctx, *tok); err != nil {
 			g.Gate.release(ctx, p.gate)
-			return nil, err
+			// A used admission buys no second hold: back to the queue.
+			if err := g.Room.queue(ctx, h.FlightID, h.Customer, per, g.clock.Now()); err != nil {
+				return nil, err
+			}
+			return nil, fault.New(fault.WaitingRoom, "this admission was already used; queue again for another hold")
 		}
 	}
 	if l, ok := g.lanes[LaneHold]; ok {

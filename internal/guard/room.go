@@ -399,8 +399,8 @@ func (rm *Room) queue(ctx context.Context, flight, customer int64, per int, now 
 	return e
 }
 
-// fallbackAdmit admits up to per holds a second in this process while Redis
-// is unreachable (no queue can be kept across processes then); the rest
+// fallbackAdmit admits up to per holds a second (of the injected clock) in
+// this process while Redis is unreachable (no queue can be kept across processes then); the rest
 // are told to come back.
 func (rm *Room) fallbackAdmit(flight int64, per int) error {
 	rm.m.fallback.WithLabelValues("waiting_room").Inc()
@@ -414,7 +414,8 @@ func (rm *Room) fallbackAdmit(flight int64, per int) error {
 		rm.fallback[flight] = lim
 	}
 	rm.fbMu.Unlock()
-	if lim.Allow() {
+	// The injected clock, as for the frontier.
+	if lim.AllowN(rm.clock.Now(), 1) {
 		rm.m.admitted.WithLabelValues("waiting_room_fallback").Inc()
 		return nil
 	}
@@ -422,8 +423,13 @@ func (rm *Room) fallbackAdmit(flight int64, per int) error {
 	return Overloaded("flight %d is in high demand and the waiting room is unavailable; try again shortly", flight)
 }
 
+// errSpent is claim's answer for an admission already used (or being used
+// by a concurrent request).
+var errSpent = errors.New("admission already used")
+
 // claim marks p's ticket number as being spent, so no other request can
-// use an admission for it at the same time or later.
+// use an admission for it at the same time or later. Returns errSpent when
+// one did.
 func (rm *Room) claim(ctx context.Context, p pass) (*admission, error) {
 	a := &admission{flight: p.flight, customer: p.customer, seq: p.seq, value: nonce()}
 	key := rm.spentKey(p.flight, p.seq)
@@ -433,7 +439,7 @@ func (rm *Room) claim(ctx context.Context, p pass) (*admission, error) {
 			rm.r.OK()
 			if !ok {
 				rm.m.turnedAway.WithLabelValues("waiting_room_spent").Inc()
-				return nil, fault.New(fault.WaitingRoom, "this admission was already used; queue again for another hold")
+				return nil, errSpent
 			}
 			rm.m.admitted.WithLabelValues("waiting_room").Inc()
 			return a, nil
@@ -446,7 +452,7 @@ func (rm *Room) claim(ctx context.Context, p pass) (*admission, error) {
 	rm.spentMu.Lock()
 	defer rm.spentMu.Unlock()
 	if exp, ok := rm.spent[key]; ok && now.Before(exp) {
-		return nil, fault.New(fault.WaitingRoom, "this admission was already used; queue again for another hold")
+		return nil, errSpent
 	}
 	if len(rm.spent) >= maxLocalKeys {
 		for k, exp := range rm.spent {
