@@ -151,11 +151,16 @@ func TestHoldLimit(t *testing.T) {
 	s := start(t, "", redisURL, prefix, func(c *config.Config) { c.HoldLimit = config.Rate{N: 3, Window: 15 * time.Minute} })
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 12, "ABCDEF")})
 	bookingID(t, book(s, 9, seatHold(flightID, "ECONOMY", "12F"), ""))
+	s.Clock.Advance(15 * time.Second) // past the gate: the database refuses
 	// Customer 1 loses three times (seat taken) and still has three holds.
+	asked := dbHolds(t, s)
 	for range 3 {
 		if r := book(s, 1, seatHold(flightID, "ECONOMY", "12F"), ""); r.Code() != "seat_unavailable" {
 			t.Fatalf("taken seat: %d %s", r.Status, r.Body)
 		}
+	}
+	if n := dbHolds(t, s) - asked; n != 3 {
+		t.Fatalf("%d refused holds reached the database, want 3", n)
 	}
 	for _, seat := range []string{"10A", "10B", "10C"} {
 		bookingID(t, book(s, 1, seatHold(flightID, "ECONOMY", seat), ""))
