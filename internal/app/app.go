@@ -130,7 +130,7 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 	var rdb *guard.Redis
 	if cfg.Protect {
 		var err error
-		if rdb, err = guard.OpenRedis(ctx, cfg.RedisURL, guard.RedisOptions{Prefix: o.RedisPrefix}, o.Log); err != nil {
+		if rdb, err = guard.OpenRedis(ctx, cfg.RedisURL, guard.RedisOptions{Prefix: o.RedisPrefix, AutoPipeline: cfg.RedisURL != ""}, o.Log); err != nil {
 			return nil, err
 		}
 		ready["redis"] = rdb.Ping

@@ -35,7 +35,15 @@ type Gate struct {
 
 	mu    sync.Mutex
 	hints map[string]localHint // by hint key
+	taken map[string]time.Time // seat keys another request holds, until when
 }
+
+// localTaken is how long this process believes a seat's key is held by
+// another request without asking Redis again: the hottest seats of a sale
+// are asked for thousands of times a second, and this answers them in
+// process. A key released early (the database refused its hold) can thus
+// still turn buyers away here for this long.
+const localTaken = 250 * time.Millisecond
 
 type localHint struct {
 	units    int
@@ -47,7 +55,7 @@ const maxLocalHints = 10_000
 
 func newGate(r *Redis, c clock.Clock, ttl, hint time.Duration, m *metrics) *Gate {
 	return &Gate{r: r, clock: c, ttl: ttl, hint: hint, local: min(hint/2, 500*time.Millisecond), m: m,
-		hints: make(map[string]localHint)}
+		hints: make(map[string]localHint), taken: make(map[string]time.Time)}
 }
 
 // gateEnter checks the class's sold-out hint (KEYS[1]) and then sets every
@@ -68,7 +76,7 @@ for i = 2, #KEYS do
   local v = redis.call('GET', KEYS[i])
   if v then
     local d = string.match(v, '^(%d+):')
-    if d and tonumber(d) > now then return {i - 1, 0, 0} end
+    if d and tonumber(d) > now then return {i - 1, tonumber(d), 0} end
   end
 end
 for i = 2, #KEYS do
@@ -118,6 +126,9 @@ type gatePass struct {
 	value string
 }
 
+// gateEnter's answers: {-1, units, deadline} sold out, {i, deadline, 0} seat
+// i held, {0, 0, 0} keys taken.
+
 // enter turns away a request that the hint says is sold out (fault.SoldOut)
 // or whose seats another request is holding right now
 // (fault.SeatUnavailable); otherwise it holds the keys of all the seats
@@ -129,6 +140,10 @@ func (g *Gate) enter(ctx context.Context, flight int64, class string, seats []st
 		g.m.turnedAway.WithLabelValues("sold_out_hint").Inc()
 		return nil, soldOut(flight, class)
 	}
+	if seat, ok := g.localTaken(flight, seats, now); ok {
+		g.m.turnedAway.WithLabelValues("seat_gate").Inc()
+		return nil, seatTaken(seat)
+	}
 	if !g.r.Usable() {
 		g.m.fallback.WithLabelValues("seat_gate").Inc()
 		return nil, nil
@@ -139,7 +154,7 @@ func (g *Gate) enter(ctx context.Context, flight int64, class string, seats []st
 		keys = append(keys, g.seatKey(flight, s))
 	}
 	value := strconv.FormatInt(now.Add(g.ttl).UnixMilli(), 10) + ":" + nonce()
-	res, err := gateEnter.Run(ctx, g.r.Client, keys, now.UnixMilli(), units, value, g.ttl.Milliseconds()).Int64Slice()
+	res, err := gateEnter.Run(ctx, g.r.Cmd, keys, now.UnixMilli(), units, value, g.ttl.Milliseconds()).Int64Slice()
 	if err != nil {
 		g.r.Fail("seat_gate", err)
 		g.m.fallback.WithLabelValues("seat_gate").Inc()
@@ -152,8 +167,9 @@ func (g *Gate) enter(ctx context.Context, flight int64, class string, seats []st
 		g.m.turnedAway.WithLabelValues("sold_out_hint").Inc()
 		return nil, soldOut(flight, class)
 	case res[0] > 0:
+		g.rememberTaken(keys[res[0]], time.UnixMilli(res[1]), now)
 		g.m.turnedAway.WithLabelValues("seat_gate").Inc()
-		return nil, fault.New(fault.SeatUnavailable, "seat %s is being held by someone else", seats[res[0]-1])
+		return nil, seatTaken(seats[res[0]-1])
 	}
 	if len(seats) == 0 {
 		return nil, nil
@@ -168,7 +184,7 @@ func (g *Gate) release(ctx context.Context, p *gatePass) {
 	if p == nil || !g.r.Usable() {
 		return
 	}
-	if err := gateRelease.Run(ctx, g.r.Client, p.keys, p.value).Err(); err != nil {
+	if err := gateRelease.Run(ctx, g.r.Cmd, p.keys, p.value).Err(); err != nil {
 		g.r.Fail("seat_gate_release", err)
 		return
 	}
@@ -184,7 +200,7 @@ func (g *Gate) soldOutSeen(ctx context.Context, flight int64, class string, unit
 	if !g.r.Usable() {
 		return
 	}
-	err := hintSet.Run(ctx, g.r.Client, []string{hk}, now.UnixMilli(), units, deadline.UnixMilli(), g.hint.Milliseconds()).Err()
+	err := hintSet.Run(ctx, g.r.Cmd, []string{hk}, now.UnixMilli(), units, deadline.UnixMilli(), g.hint.Milliseconds()).Err()
 	if err != nil {
 		g.r.Fail("sold_out_hint", err)
 		return
@@ -198,17 +214,20 @@ func (g *Gate) soldOutSeen(ctx context.Context, flight int64, class string, unit
 // on their own within a fraction of a second.
 func (g *Gate) Forget(ctx context.Context, flight int64, class string, seats []string) {
 	hk := g.hintKey(flight, class)
-	g.mu.Lock()
-	delete(g.hints, hk)
-	g.mu.Unlock()
-	if !g.r.Usable() {
-		return
-	}
 	keys := []string{hk}
 	for _, s := range seats {
 		keys = append(keys, g.seatKey(flight, s))
 	}
-	if err := g.r.Client.Del(ctx, keys...).Err(); err != nil {
+	g.mu.Lock()
+	for _, k := range keys {
+		delete(g.hints, k)
+		delete(g.taken, k)
+	}
+	g.mu.Unlock()
+	if !g.r.Usable() {
+		return
+	}
+	if err := g.r.Cmd.Del(ctx, keys...).Err(); err != nil {
 		g.r.Fail("seat_gate_forget", err)
 		return
 	}
@@ -246,6 +265,47 @@ func (g *Gate) remember(hk string, units int, deadline, now time.Time) {
 		clear(g.hints)
 	}
 	g.hints[hk] = localHint{units: units, deadline: deadline}
+}
+
+// localTaken returns a seat this process recently saw held by another
+// request.
+func (g *Gate) localTaken(flight int64, seats []string, now time.Time) (string, bool) {
+	if len(seats) == 0 {
+		return "", false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.taken) == 0 {
+		return "", false
+	}
+	for _, s := range seats {
+		k := g.seatKey(flight, s)
+		if until, ok := g.taken[k]; ok {
+			if now.Before(until) {
+				return s, true
+			}
+			delete(g.taken, k)
+		}
+	}
+	return "", false
+}
+
+// rememberTaken keeps for a moment that key is held by another request
+// until deadline.
+func (g *Gate) rememberTaken(key string, deadline, now time.Time) {
+	if d := now.Add(localTaken); d.Before(deadline) {
+		deadline = d
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.taken) >= maxLocalHints {
+		clear(g.taken)
+	}
+	g.taken[key] = deadline
+}
+
+func seatTaken(seat string) error {
+	return fault.New(fault.SeatUnavailable, "seat %s is being held by someone else", seat)
 }
 
 func soldOut(flight int64, class string) error {

@@ -126,7 +126,7 @@ func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Lo
 			g.m.redisUp.Set(0)
 		}
 	})
-	rl := redis_rate.NewLimiter(rdb.Client)
+	rl := redis_rate.NewLimiter(rdb.Cmd)
 	g.Gate = newGate(rdb, c, cfg.SeatGateTTL, cfg.SoldOutTTL, g.m)
 	g.Holds = newHoldLimiter(rdb, rl, cfg.HoldLimit, g.m)
 	g.Requests = newRequestLimiter(rdb, rl, cfg.RequestLimit, g.m)

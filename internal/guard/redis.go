@@ -21,8 +21,11 @@ import (
 // aside (gate, hints) or fall back to per-process state (limits): the
 // database decides what is sold either way.
 type Redis struct {
-	// Client is the connection pool; keys it writes start with Prefix.
+	// Client is the connection pool; keys the layers write start with
+	// Prefix. Cmd is what the layers send their commands through: the
+	// client, or its auto-pipeliner.
 	Client *redis.Client
+	Cmd    redis.Cmdable
 	Prefix string
 
 	embedded  *miniredis.Miniredis
@@ -43,6 +46,11 @@ type RedisOptions struct {
 	Timeout time.Duration
 	// PoolSize is the number of connections (default 128).
 	PoolSize int
+	// AutoPipeline sends the commands of concurrent requests together, in
+	// one round trip (go-redis's auto-pipelining, marked experimental in
+	// v9.23 and pinned). On this 2-core machine it doubled the requests a
+	// second that the waiting room and the gate answer through Redis.
+	AutoPipeline bool
 }
 
 // breakerPause is how long Redis is left alone after a failure before the
@@ -94,6 +102,14 @@ func OpenRedis(ctx context.Context, url string, o RedisOptions, log *slog.Logger
 	opt.MaxRetries = -1
 	opt.DisableIdentity = true
 	r.Client = redis.NewClient(opt)
+	r.Cmd = r.Client
+	if o.AutoPipeline {
+		ap, err := r.Client.AutoPipeline()
+		if err != nil {
+			return nil, fmt.Errorf("redis auto-pipelining: %w", err)
+		}
+		r.Cmd = ap
+	}
 
 	pctx, cancel := context.WithTimeout(ctx, 2*opt.DialTimeout)
 	defer cancel()

@@ -341,7 +341,7 @@ func (rm *Room) Status(ctx context.Context, customer int64, ticket string) (Stat
 	if !rm.r.Usable() {
 		return Status{}, Overloaded("the waiting room is unavailable; try again shortly")
 	}
-	res, err := roomFront.Run(ctx, rm.r.Client, []string{rm.stateKey(p.flight), rm.spentKey(p.flight, p.seq)},
+	res, err := roomFront.Run(ctx, rm.r.Cmd, []string{rm.stateKey(p.flight), rm.spentKey(p.flight, p.seq)},
 		now.UnixMilli(), per).Int64Slice()
 	if err != nil {
 		rm.r.Fail("waiting_room", err)
@@ -381,7 +381,7 @@ func (rm *Room) queue(ctx context.Context, flight, customer int64, per int, now 
 		return rm.fallbackAdmit(flight, per)
 	}
 	exp := now.Add(rm.ticket)
-	res, err := roomTicket.Run(ctx, rm.r.Client, []string{rm.stateKey(flight), rm.customerKey(flight, customer)},
+	res, err := roomTicket.Run(ctx, rm.r.Cmd, []string{rm.stateKey(flight), rm.customerKey(flight, customer)},
 		now.UnixMilli(), per, rm.ticket.Milliseconds(), exp.UnixMilli()).Int64Slice()
 	if err != nil {
 		rm.r.Fail("waiting_room", err)
@@ -434,7 +434,7 @@ func (rm *Room) claim(ctx context.Context, p pass) (*admission, error) {
 	a := &admission{flight: p.flight, customer: p.customer, seq: p.seq, value: nonce()}
 	key := rm.spentKey(p.flight, p.seq)
 	if rm.r.Usable() {
-		ok, err := rm.r.Client.SetNX(ctx, key, a.value, rm.ticket).Result()
+		ok, err := rm.r.Cmd.SetNX(ctx, key, a.value, rm.ticket).Result()
 		if err == nil {
 			rm.r.OK()
 			if !ok {
@@ -488,10 +488,10 @@ func (rm *Room) done(ctx context.Context, a *admission, held bool) {
 	}
 	var err error
 	if held {
-		err = roomSpent.Run(ctx, rm.r.Client, []string{key, rm.customerKey(a.flight, a.customer)},
+		err = roomSpent.Run(ctx, rm.r.Cmd, []string{key, rm.customerKey(a.flight, a.customer)},
 			strconv.FormatInt(a.seq, 10)).Err()
 	} else {
-		err = gateRelease.Run(ctx, rm.r.Client, []string{key}, a.value).Err()
+		err = gateRelease.Run(ctx, rm.r.Cmd, []string{key}, a.value).Err()
 	}
 	if err != nil {
 		rm.r.Fail("waiting_room_done", err)

@@ -8,6 +8,7 @@ import (
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
+	"berth.dev/berth/internal/guard"
 )
 
 // createBookingRequest is the body of POST /bookings, for any kind: the
@@ -42,6 +43,7 @@ func (s *Server) createBooking(w http.ResponseWriter, r *http.Request, c booking
 		return err
 	}
 	b, err := s.Flights.Hold(r.Context(), hr)
+	err = guard.AsOverload(r.Context(), err)
 	pass.Done(r.Context(), err)
 	s.metrics.hold(string(booking.KindFlight), err)
 	if err != nil {
