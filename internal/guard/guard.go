@@ -178,7 +178,9 @@ func (g *Guard) Admit(ctx context.Context, ln Lane, client string) (context.Cont
 	return ctx, leave, nil
 }
 
-// Hold describes a hold about to be asked of the database.
+// Hold describes a hold about to be asked of the database. A hold of
+// another kind (a car) leaves the flight fields zero: only the hold limit
+// and the hold lane apply to it.
 type Hold struct {
 	Customer  int64
 	FlightID  int64
@@ -219,6 +221,15 @@ func (g *Guard) BeforeHold(ctx context.Context, h Hold) (*Pass, error) {
 	if !g.On() {
 		return p, nil
 	}
+	if h.FlightID == 0 {
+		if err := g.Holds.Check(ctx, h.Customer); err != nil {
+			return nil, err
+		}
+		if err := p.enterLane(ctx); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
 	// The token is checked (signature, customer, flight, expiry) without
 	// Redis; claiming it waits until the cheaper layers have passed.
 	per, err := g.Room.admitRate(ctx, h.FlightID)
@@ -256,13 +267,25 @@ func (g *Guard) BeforeHold(ctx context.Context, h Hold) (*Pass, error) {
 			return nil, fault.New(fault.WaitingRoom, "this admission was already used; queue again for another hold")
 		}
 	}
-	if l, ok := g.lanes[LaneHold]; ok {
-		if p.leave, err = l.enter(ctx, g.cfg.ShedWait); err != nil {
-			p.undo(ctx)
-			return nil, err
-		}
+	if err := p.enterLane(ctx); err != nil {
+		p.undo(ctx)
+		return nil, err
 	}
 	return p, nil
+}
+
+// enterLane takes a slot of the hold lane, waiting at most ShedWait.
+func (p *Pass) enterLane(ctx context.Context) error {
+	l, ok := p.g.lanes[LaneHold]
+	if !ok {
+		return nil
+	}
+	leave, err := l.enter(ctx, p.g.cfg.ShedWait)
+	if err != nil {
+		return err
+	}
+	p.leave = leave
+	return nil
 }
 
 // undo gives back what BeforeHold took when the hold is not asked after all.
@@ -295,7 +318,7 @@ func (p *Pass) Done(ctx context.Context, holdErr error) {
 	}
 	g.Gate.release(ctx, p.gate)
 	g.Room.done(ctx, p.adm, false)
-	if fault.Is(holdErr, fault.SoldOut) {
+	if fault.Is(holdErr, fault.SoldOut) && p.h.FlightID != 0 {
 		g.Gate.soldOutSeen(ctx, p.h.FlightID, p.h.FareClass, p.h.Units)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/fault"
 )
 
@@ -168,5 +171,50 @@ func TestLimitListener(t *testing.T) {
 		t.Fatal("the second connection was not accepted after the first closed")
 	} else {
 		_ = s2.Close()
+	}
+}
+
+// A hold of another kind (a car) passes only the hold limit and the lane.
+func TestBeforeHoldOtherKind(t *testing.T) {
+	t.Parallel()
+	url := os.Getenv("BERTH_TEST_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	prefix := fmt.Sprintf("berthtest:%d:", time.Now().UnixNano())
+	log := slog.New(slog.DiscardHandler)
+	rdb, err := OpenRedis(context.Background(), url, RedisOptions{Prefix: prefix}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() {
+		_ = rdb.Client.Del(ctx, "rate:"+prefix+"hold:5").Err()
+		_ = rdb.Close()
+	})
+	if err := rdb.Ping(ctx); err != nil {
+		t.Fatalf("test Redis: %v", err)
+	}
+	g := New(Config{On: true, HoldLimit: config.Rate{N: 2, Window: time.Hour}, Lanes: LanesFor(4)},
+		rdb, nil, clock.NewFake(time.Unix(1_800_000_000, 0)), log, prometheus.NewRegistry())
+	hold := func(ok bool) error {
+		p, err := g.BeforeHold(ctx, Hold{Customer: 5})
+		if err != nil {
+			return err
+		}
+		if ok {
+			p.Done(ctx, nil)
+		} else {
+			p.Done(ctx, fault.New(fault.CarUnavailable, "taken"))
+		}
+		return nil
+	}
+	for i, ok := range []bool{false, true, false, true} {
+		if err := hold(ok); err != nil {
+			t.Fatalf("hold %d: %v", i+1, err)
+		}
+	}
+	if err := hold(true); fault.CodeOf(err) != fault.RateLimited {
+		t.Errorf("third successful hold: %v, want rate_limited", err)
 	}
 }
