@@ -67,9 +67,10 @@ func TestPassSignVerify(t *testing.T) {
 func TestAsOverload(t *testing.T) {
 	t.Parallel()
 	err := fmt.Errorf("acquire: %w", context.DeadlineExceeded)
-	if got := AsOverload(context.Background(), err); fault.CodeOf(got) != fault.Overloaded {
+	var fe *fault.Error
+	if got := AsOverload(context.Background(), err); !errors.As(got, &fe) || fe.Code != fault.Overloaded {
 		t.Errorf("deadline: %v, want overloaded", got)
-	} else if got.(*fault.Error).RetryAfter == 0 {
+	} else if fe.RetryAfter == 0 {
 		t.Error("overloaded without Retry-After")
 	}
 	gone, cancel := context.WithCancel(context.Background())
@@ -78,11 +79,11 @@ func TestAsOverload(t *testing.T) {
 		t.Errorf("client gone: %v, want the error unchanged", got)
 	}
 	plain := errors.New("boom")
-	if got := AsOverload(context.Background(), plain); got != plain {
+	if got := AsOverload(context.Background(), plain); got != plain { //nolint:errorlint // the very same error
 		t.Errorf("other error: %v", got)
 	}
 	coded := fault.New(fault.SoldOut, "x")
-	if got := AsOverload(context.Background(), coded); got != coded {
+	if got := AsOverload(context.Background(), coded); got != coded { //nolint:errorlint // the very same error
 		t.Errorf("coded error changed: %v", got)
 	}
 }
@@ -136,7 +137,7 @@ func TestLimitListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	ln := LimitListener(inner, 1)
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	accepted := make(chan net.Conn, 2)
 	go func() {
 		for {
@@ -152,13 +153,13 @@ func TestLimitListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c1.Close()
+	defer func() { _ = c1.Close() }()
 	s1 := <-accepted
 	c2, err := net.Dial("tcp", inner.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c2.Close()
+	defer func() { _ = c2.Close() }()
 	select {
 	case <-accepted:
 		t.Fatal("a second connection was accepted while the first is open")

@@ -41,7 +41,7 @@ func SharedRedis(t testing.TB) (url, prefix string) {
 		t.Fatalf("apptest: cannot reach the test Redis at %s (run the tests with `make test`, or set BERTH_TEST_REDIS_URL): %v", url, err)
 	}
 	t.Cleanup(func() {
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		// The rate limiter puts its own prefix before ours.
