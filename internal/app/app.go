@@ -23,6 +23,7 @@ import (
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/flight"
+	"berth.dev/berth/internal/guard"
 	"berth.dev/berth/internal/httpapi"
 	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/payment/paysim"
@@ -45,6 +46,9 @@ type Options struct {
 	EventSettings func(*events.Settings)
 	// Gateway replaces the payment gateway (tests' hand-written fakes).
 	Gateway payment.Gateway
+	// RedisPrefix starts every Redis key (tests sharing one Redis give
+	// each test its own).
+	RedisPrefix string
 }
 
 // App is a wired berth service.
@@ -69,6 +73,10 @@ type App struct {
 	Payments *payment.Service
 	Refunds  *payment.Refunds
 	PaySim   *paysim.Sim
+	// ReadPool serves searches and seat maps when BERTH_DATABASE_READ_URL
+	// is set (else nil); Guard is the surge layers.
+	ReadPool *pgxpool.Pool
+	Guard    *guard.Guard
 }
 
 // New connects to the database (migrating it first when cfg.Migrate is set)
@@ -87,7 +95,12 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	if o.SeatMapTTL == 0 {
 		o.SeatMapTTL = 2 * time.Second
 	}
-	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.PoolConfig{MaxConns: int32(cfg.DBMaxConns), AppName: "berth"})
+	pc := pg.PoolConfig{MaxConns: int32(cfg.DBMaxConns), AppName: "berth"}
+	tracer := &guard.AcquireTracer{}
+	if cfg.Protect {
+		pc.Tracer = tracer
+	}
+	pool, err := pg.Open(ctx, cfg.DatabaseURL, pc)
 	if err != nil {
 		return nil, err
 	}
@@ -100,10 +113,15 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		o.Log.Info("migrated", "applied", applied)
 	}
 	a := &App{Config: cfg, Clock: o.Clock, Log: o.Log, Pool: pool, Registry: o.Registry, RunSweeper: true}
+	ready, err := a.surge(ctx, pc, tracer, o)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
 	a.Flights = flight.NewService(pool, o.Clock, flight.Config{
 		HoldTTL: cfg.FlightHoldTTL, SeatMapTTL: o.SeatMapTTL, SearchTTL: 3 * time.Second,
 		Buckets: cfg.FareBuckets, Coalesce: cfg.Protect, MaxBatch: cfg.HoldBatch,
-		Log: o.Log, Registry: o.Registry,
+		Log: o.Log, Registry: o.Registry, ReadPool: a.ReadPool,
 	})
 	a.Life = booking.NewLifecycle(o.Clock, map[booking.Kind]booking.Inventory{
 		booking.KindFlight: a.Flights.Inventory(),
@@ -119,17 +137,65 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		pool.Close()
 		return nil, err
 	}
+	for name, check := range a.eventChecks() {
+		ready[name] = check
+	}
 	a.API = httpapi.New(httpapi.Deps{
 		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Cars: cars, Lifecycle: a.Life,
-		AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry,
-		Ready:    a.eventChecks(),
+		AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry, Guard: a.Guard, Ready: ready,
 		Payments: a.Payments, PaySim: a.paySimHandler(),
 	})
 	return a, nil
 }
 
-// Close releases the database pool.
-func (a *App) Close() { a.Pool.Close() }
+// surge opens what the surge layers need (Redis, the read-only pool) and
+// returns the extra readiness checks.
+func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.AcquireTracer, o Options) (map[string]func(context.Context) error, error) {
+	cfg := a.Config
+	ready := map[string]func(context.Context) error{}
+	if cfg.DatabaseReadURL != "" {
+		rp, err := pg.Open(ctx, cfg.DatabaseReadURL, pc)
+		if err != nil {
+			return nil, fmt.Errorf("read-only database: %w", err)
+		}
+		a.ReadPool = rp
+		ready["databaseRead"] = rp.Ping
+	}
+	var rdb *guard.Redis
+	if cfg.Protect {
+		var err error
+		if rdb, err = guard.OpenRedis(ctx, cfg.RedisURL, guard.RedisOptions{Prefix: o.RedisPrefix, AutoPipeline: cfg.RedisURL != ""}, o.Log); err != nil {
+			return nil, err
+		}
+		ready["redis"] = rdb.Ping
+	}
+	a.Guard = guard.New(guard.Config{
+		On: cfg.Protect, HoldLimit: cfg.HoldLimit, RequestLimit: cfg.RequestLimit, ShedWait: cfg.ShedWait,
+		Lanes: guard.LanesFor(cfg.DBMaxConns), Secret: []byte(cfg.AuthSecret), Tracer: tracer,
+	}, rdb, a.Pool, o.Clock, o.Log, o.Registry)
+	if cfg.Protect {
+		if err := a.Guard.Room.Warm(ctx); err != nil {
+			o.Log.Warn("waiting room settings not loaded yet", "err", err)
+		}
+	}
+	return ready, nil
+}
+
+// Close releases the database pools and Redis.
+func (a *App) Close() {
+	a.Pool.Close()
+	if a.ReadPool != nil {
+		a.ReadPool.Close()
+	}
+	if a.Guard != nil && a.Guard.Redis != nil {
+		_ = a.Guard.Redis.Close()
+	}
+}
+
+// maxOpenConns bounds the connections served at once (with BERTH_PROTECT):
+// each costs a goroutine and buffers, so a flood of clients cannot exhaust
+// memory; the rest wait in the kernel's backlog.
+const maxOpenConns = 10_000
 
 // Run serves HTTP on ln and runs the background workers until ctx ends,
 // then stops accepting requests, lets in-flight ones finish (up to 20 s)
@@ -154,6 +220,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	}
 	a.runPayments(workers, &wg, ln.Addr())
 
+	if a.Config.Protect {
+		ln = guard.LimitListener(ln, maxOpenConns)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	a.Log.Info("listening", "addr", ln.Addr().String())

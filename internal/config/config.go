@@ -45,18 +45,38 @@ type Config struct {
 	// transaction (with Protect).
 	HoldBatch int
 	Events    Events
+	// RequestLimit is each client's request rate on every route (by token
+	// subject, else client address); Rate{} ("off") turns it off.
+	RequestLimit Rate
+	// ShedWait is how long a request may wait for a database connection or
+	// a slot of its route's concurrency limit before it is answered 503
+	// overloaded instead of queueing.
+	ShedWait time.Duration
 }
 
-// Rate is a count per window, written "3/15m".
+// Rate is a count per window, written "3/15m"; the zero Rate, written
+// "off", means no limit.
 type Rate struct {
 	N      int
 	Window time.Duration
 }
 
-func (r Rate) String() string { return fmt.Sprintf("%d/%s", r.N, shortDuration(r.Window)) }
+// Off reports whether r sets no limit.
+func (r Rate) Off() bool { return r.N == 0 }
 
-// Set parses "N/window".
+func (r Rate) String() string {
+	if r.Off() {
+		return "off"
+	}
+	return fmt.Sprintf("%d/%s", r.N, shortDuration(r.Window))
+}
+
+// Set parses "N/window" or "off".
 func (r *Rate) Set(s string) error {
+	if s == "off" {
+		*r = Rate{}
+		return nil
+	}
 	n, w, ok := strings.Cut(s, "/")
 	if !ok {
 		return fmt.Errorf("%q is not a rate like 3/15m", s)
@@ -87,6 +107,8 @@ func Defaults() Config {
 		CarHoldTTL:    15 * time.Minute,
 		SweepInterval: 30 * time.Second,
 		HoldLimit:     Rate{N: 3, Window: 15 * time.Minute},
+		RequestLimit:  Rate{N: 100, Window: time.Second},
+		ShedWait:      150 * time.Millisecond,
 		DBMaxConns:    20,
 		LogLevel:      "info",
 		Protect:       true,
@@ -135,6 +157,7 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 		"BERTH_FLIGHT_HOLD_TTL": &c.FlightHoldTTL,
 		"BERTH_CAR_HOLD_TTL":    &c.CarHoldTTL,
 		"BERTH_SWEEP_INTERVAL":  &c.SweepInterval,
+		"BERTH_SHED_WAIT":       &c.ShedWait,
 	}
 	for name, dst := range durations {
 		if v := getenv(name); v != "" {
@@ -148,6 +171,11 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 	if v := getenv("BERTH_HOLD_LIMIT"); v != "" {
 		if err := c.HoldLimit.Set(v); err != nil {
 			return fmt.Errorf("BERTH_HOLD_LIMIT: %w", err)
+		}
+	}
+	if v := getenv("BERTH_REQUEST_LIMIT"); v != "" {
+		if err := c.RequestLimit.Set(v); err != nil {
+			return fmt.Errorf("BERTH_REQUEST_LIMIT: %w", err)
 		}
 	}
 	if v := getenv("BERTH_PROTECT"); v != "" {
@@ -193,7 +221,9 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.FlightHoldTTL, "flight-hold-ttl", c.FlightHoldTTL, "flight hold lifetime (BERTH_FLIGHT_HOLD_TTL)")
 	fs.DurationVar(&c.CarHoldTTL, "car-hold-ttl", c.CarHoldTTL, "car hold lifetime (BERTH_CAR_HOLD_TTL)")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", c.SweepInterval, "hold-expiry sweeper period (BERTH_SWEEP_INTERVAL)")
-	fs.Var(&c.HoldLimit, "hold-limit", "holds per customer per window (BERTH_HOLD_LIMIT)")
+	fs.Var(&c.HoldLimit, "hold-limit", "holds per customer per window, or off (BERTH_HOLD_LIMIT)")
+	fs.Var(&c.RequestLimit, "request-limit", "requests per client per window on every route, or off (BERTH_REQUEST_LIMIT)")
+	fs.DurationVar(&c.ShedWait, "shed-wait", c.ShedWait, "longest wait for a database connection before 503 overloaded (BERTH_SHED_WAIT)")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "database pool size (BERTH_DB_MAX_CONNS)")
 	fs.IntVar(&c.FareBuckets, "fare-buckets", c.FareBuckets, "counter rows per new fare class (BERTH_FARE_BUCKETS)")
 	fs.IntVar(&c.HoldBatch, "hold-batch", c.HoldBatch, "most holds coalesced into one transaction (BERTH_HOLD_BATCH)")
@@ -239,6 +269,9 @@ func (c *Config) Validate() error {
 		if d < time.Second || d > 24*time.Hour {
 			bad(name, "%s must be between 1s and 24h", d)
 		}
+	}
+	if c.ShedWait < time.Millisecond || c.ShedWait > 10*time.Second {
+		bad("BERTH_SHED_WAIT", "%s must be between 1ms and 10s", c.ShedWait)
 	}
 	if c.DBMaxConns < 2 || c.DBMaxConns > 1000 {
 		bad("BERTH_DB_MAX_CONNS", "%d must be between 2 and 1000", c.DBMaxConns)

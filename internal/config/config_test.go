@@ -53,6 +53,9 @@ func TestValidateNamesTheSetting(t *testing.T) {
 		{"BERTH_HOLD_LIMIT", "3 per 15m", "BERTH_HOLD_LIMIT"},
 		{"BERTH_HTTP_ADDR", "8080", "BERTH_HTTP_ADDR"},
 		{"BERTH_REDIS_URL", "localhost:6379", "BERTH_REDIS_URL"},
+		{"BERTH_REQUEST_LIMIT", "lots", "BERTH_REQUEST_LIMIT"},
+		{"BERTH_SHED_WAIT", "0s", "BERTH_SHED_WAIT"},
+		{"BERTH_SHED_WAIT", "soon", "BERTH_SHED_WAIT"},
 	}
 	for _, tt := range tests {
 		m := with(tt.key, tt.value)
@@ -63,5 +66,34 @@ func TestValidateNamesTheSetting(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s=%q: err = %v, want one naming %s", tt.key, tt.value, err, tt.want)
 		}
+	}
+}
+
+func TestSurgeSettings(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, env(valid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RequestLimit != (Rate{100, time.Second}) || c.ShedWait != 150*time.Millisecond {
+		t.Errorf("defaults: RequestLimit %v, ShedWait %s", c.RequestLimit, c.ShedWait)
+	}
+	m := with("BERTH_REQUEST_LIMIT", "off")
+	m["BERTH_HOLD_LIMIT"] = "5/1m"
+	m["BERTH_SHED_WAIT"] = "250ms"
+	if c, err = Load(nil, env(m)); err != nil {
+		t.Fatal(err)
+	}
+	if !c.RequestLimit.Off() || c.RequestLimit.String() != "off" {
+		t.Errorf("BERTH_REQUEST_LIMIT=off gave %v", c.RequestLimit)
+	}
+	if c.HoldLimit != (Rate{5, time.Minute}) || c.ShedWait != 250*time.Millisecond {
+		t.Errorf("HoldLimit %v, ShedWait %s", c.HoldLimit, c.ShedWait)
+	}
+	if c, err = Load([]string{"--hold-limit", "off", "--request-limit", "50/1s"}, env(valid)); err != nil {
+		t.Fatal(err)
+	}
+	if !c.HoldLimit.Off() || c.RequestLimit != (Rate{50, time.Second}) {
+		t.Errorf("flags: HoldLimit %v, RequestLimit %v", c.HoldLimit, c.RequestLimit)
 	}
 }

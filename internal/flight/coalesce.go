@@ -2,6 +2,7 @@ package flight
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -127,6 +128,8 @@ func (c *coalescer) flush(flightID int64, batch []*call) {
 	for i, cl := range batch {
 		reqs[i] = cl.req
 	}
+	// The batch outlives any one caller's cancellation but keeps the values
+	// of the first request's context (such as its connection-wait budget).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), 30*time.Second)
 	defer cancel()
 	var results []result
@@ -135,6 +138,14 @@ func (c *coalescer) flush(flightID int64, batch []*call) {
 		results, err = holdBatch(ctx, tx, flightID, reqs, c.svc.clock.Now(), c.svc.holdTTL)
 		return err
 	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		// No connection within the shed budget (or the database is stuck):
+		// every hold of the batch would wait the same way alone.
+		for _, cl := range batch {
+			cl.err = err
+		}
+		return
+	}
 	if err != nil {
 		// Something no single request explains: give each its own
 		// transaction so that one cannot fail the others.

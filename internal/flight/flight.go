@@ -60,6 +60,9 @@ type Service struct {
 	holdTTL   time.Duration
 	buckets   int
 	coalescer *coalescer // nil: one transaction per hold
+	// reads serves searches and seat maps: a read-only replica when one is
+	// configured, else pool. They may be a few seconds stale anyway.
+	reads *pgxpool.Pool
 
 	seatMaps *guard.Cache[*SeatMap]
 	searches *guard.Cache[[]*Flight]
@@ -82,6 +85,9 @@ type Config struct {
 	Linger   time.Duration
 	Log      *slog.Logger
 	Registry prometheus.Registerer
+	// ReadPool, when set, serves searches and seat maps
+	// (BERTH_DATABASE_READ_URL).
+	ReadPool *pgxpool.Pool
 }
 
 // NewService returns a flight service on pool.
@@ -98,8 +104,13 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	reads := cfg.ReadPool
+	if reads == nil {
+		reads = pool
+	}
 	s := &Service{
 		pool:     pool,
+		reads:    reads,
 		clock:    c,
 		log:      cfg.Log,
 		holdTTL:  cfg.HoldTTL,
@@ -147,7 +158,7 @@ func (s *Service) Get(ctx context.Context, id int64) (*Flight, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get flight %d: %w", id, err)
 	}
-	if err := s.loadFares(ctx, []*Flight{f}); err != nil {
+	if err := loadFares(ctx, s.pool, []*Flight{f}); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -159,7 +170,7 @@ func (s *Service) Get(ctx context.Context, id int64) (*Flight, error) {
 func (s *Service) Search(ctx context.Context, from, to string, date time.Time) ([]*Flight, error) {
 	key := from + "|" + to + "|" + date.Format(time.DateOnly)
 	return s.searches.Get(ctx, key, func(ctx context.Context) ([]*Flight, error) {
-		rows, err := s.pool.Query(ctx, `SELECT `+flightColumns+` FROM flight f
+		rows, err := s.reads.Query(ctx, `SELECT `+flightColumns+` FROM flight f
 			JOIN airport o ON o.code = f.origin JOIN airport d ON d.code = f.destination
 			WHERE f.origin = $1 AND f.destination = $2 AND f.departure_date = $3
 			ORDER BY f.departure_at, f.id LIMIT 500`, from, to, date)
@@ -170,14 +181,14 @@ func (s *Service) Search(ctx context.Context, from, to string, date time.Time) (
 		if err != nil {
 			return nil, fmt.Errorf("search flights: %w", err)
 		}
-		if err := s.loadFares(ctx, flights); err != nil {
+		if err := loadFares(ctx, s.reads, flights); err != nil {
 			return nil, err
 		}
 		return flights, nil
 	})
 }
 
-func (s *Service) loadFares(ctx context.Context, flights []*Flight) error {
+func loadFares(ctx context.Context, db *pgxpool.Pool, flights []*Flight) error {
 	if len(flights) == 0 {
 		return nil
 	}
@@ -187,7 +198,7 @@ func (s *Service) loadFares(ctx context.Context, flights []*Flight) error {
 		ids[i] = f.ID
 		byID[f.ID] = f
 	}
-	rows, err := s.pool.Query(ctx, `SELECT fi.flight_id, fi.fare_class, fi.price, fi.currency, fi.capacity, fi.overbook_limit,
+	rows, err := db.Query(ctx, `SELECT fi.flight_id, fi.fare_class, fi.price, fi.currency, fi.capacity, fi.overbook_limit,
 			b.sold, b.held, b.buckets, fi.refund_rule
 		FROM fare_inventory fi
 		CROSS JOIN LATERAL (SELECT coalesce(sum(sold), 0)::int AS sold, coalesce(sum(held), 0)::int AS held, count(*)::int AS buckets

@@ -8,6 +8,7 @@ import (
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
+	"berth.dev/berth/internal/guard"
 )
 
 // createBookingRequest is the body of POST /bookings, for any kind: the
@@ -41,7 +42,16 @@ func (s *Server) createBooking(w http.ResponseWriter, r *http.Request, c booking
 			return fault.Invalid("quantity", "must be between 1 and %d", flight.MaxSeats)
 		}
 	}
+	if err := hr.Validate(); err != nil {
+		return err
+	}
+	pass, err := s.Guard.BeforeHold(r.Context(), holdIntent(r, c, hr))
+	if err != nil {
+		return err
+	}
 	b, err := s.Flights.Hold(r.Context(), hr)
+	err = guard.AsOverload(r.Context(), err)
+	pass.Done(r.Context(), err)
 	s.metrics.hold(string(booking.KindFlight), err)
 	if err != nil {
 		return err
@@ -103,6 +113,7 @@ func (s *Server) cancelBooking(w http.ResponseWriter, r *http.Request, c booking
 	if err != nil {
 		return err
 	}
+	s.released(r.Context(), b)
 	writeJSON(w, http.StatusOK, b.View())
 	return nil
 }

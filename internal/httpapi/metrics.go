@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"route", "status"}),
 		holds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_holds_total",
-			Help: "Hold attempts by kind and outcome (held, or the error code).",
+			Help: "Holds asked of the database, by kind and outcome (held, or the error code); the surge layers count the ones they turn away before it.",
 		}, []string{"kind", "outcome"}),
 	}
 	reg.MustRegister(m.requests, m.holds)

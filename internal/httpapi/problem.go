@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/guard"
 )
 
 // statusOf is the one table from error codes to HTTP statuses.
@@ -50,6 +51,7 @@ type Problem struct {
 // writeError answers err as a problem document. Errors without a code are
 // internal: logged with their cause, shown to the user as "internal error".
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	err = guard.AsOverload(r.Context(), err)
 	var fe *fault.Error
 	if !errors.As(err, &fe) {
 		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {

@@ -22,6 +22,7 @@ import (
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
+	"berth.dev/berth/internal/guard"
 	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/rental"
 )
@@ -44,6 +45,9 @@ type Deps struct {
 	// checkout pages).
 	Payments *payment.Service
 	PaySim   http.Handler
+	// Guard is the surge layers (waiting room, gate, limits, shedding);
+	// nil or off lets every request straight through.
+	Guard *guard.Guard
 }
 
 // Server is the HTTP API.
@@ -52,11 +56,15 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *metrics
+	tokens  *tokenCache // verified bearer tokens, with the surge layers on
 }
 
 // New returns the API's handler.
 func New(d Deps) *Server {
 	s := &Server{Deps: d, log: d.Log, mux: http.NewServeMux(), metrics: newMetrics(d.Registry)}
+	if d.Guard.On() {
+		s.tokens = newTokenCache()
+	}
 	s.routes()
 	return s
 }
@@ -79,6 +87,8 @@ func (s *Server) routes() {
 	s.handle("DELETE /bookings/{id}", anyRole, s.cancelBooking)
 	s.handle("POST /bookings/{id}/cancel", anyRole, s.cancelBooking)
 	s.carRoutes()
+
+	s.surgeRoutes()
 }
 
 // access says who may call a route: nobody needs a token (nil), any valid
@@ -96,6 +106,7 @@ func roles(r ...string) access { return r }
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c booking.Caller) error
 
 func (s *Server) handle(pattern string, who access, h handlerFunc) {
+	lane := laneOf(pattern, who)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		var c booking.Caller
 		if who != nil {
@@ -105,6 +116,13 @@ func (s *Server) handle(pattern string, who access, h handlerFunc) {
 				return
 			}
 		}
+		ctx, leave, err := s.Guard.Admit(r.Context(), lane, clientKey(r, c, who))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		defer leave()
+		r = r.WithContext(ctx)
 		if err := h(w, r, c); err != nil {
 			s.writeError(w, r, err)
 		}
@@ -117,7 +135,11 @@ func (s *Server) authenticate(r *http.Request, who access) (booking.Caller, erro
 	if !ok || token == "" {
 		return booking.Caller{}, fault.New(fault.Unauthenticated, "an Authorization: Bearer token is required")
 	}
-	c, err := auth.Verify(s.AuthSecret, token, s.Clock.Now())
+	verify := auth.Verify
+	if s.tokens != nil {
+		verify = s.tokens.verify
+	}
+	c, err := verify(s.AuthSecret, token, s.Clock.Now())
 	if err != nil {
 		return booking.Caller{}, &fault.Error{Code: fault.Unauthenticated, Detail: "the bearer token is invalid or expired", Err: err}
 	}

@@ -31,6 +31,9 @@ type PoolConfig struct {
 	MinConns int32
 	// AppName is reported in pg_stat_activity.
 	AppName string
+	// Tracer, when set, traces queries; one that is also a
+	// pgxpool.AcquireTracer sees (and may bound) every connection acquire.
+	Tracer pgx.QueryTracer
 }
 
 // Open connects to url and checks the connection.
@@ -51,6 +54,9 @@ func Open(ctx context.Context, url string, pc PoolConfig) (*pgxpool.Pool, error)
 	// Every session works in UTC so that casts to date and text never depend
 	// on the server's setting.
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	if pc.Tracer != nil {
+		cfg.ConnConfig.Tracer = pc.Tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)

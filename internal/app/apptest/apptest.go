@@ -50,15 +50,25 @@ type Options struct {
 	// App adjusts the options berth is wired with (extra event consumers,
 	// event settings).
 	App func(*app.Options)
+	// RedisURL and RedisPrefix point the surge layers at a shared Redis
+	// (see SharedRedis); by default each server has its own embedded one.
+	RedisURL, RedisPrefix string
 }
 
-// TestConfig returns the settings test servers start from.
+// TestConfig returns the settings test servers start from. The surge
+// layers are on, as in production, except the per-customer and per-client
+// limits, which tests of other rules would trip over, and with a lenient
+// shed wait, since a busy test machine is slow but not overloaded (tests of
+// the limits and of shedding set their own).
 func TestConfig(dbURL string) config.Config {
 	c := config.Defaults()
 	c.HTTPAddr = "127.0.0.1:0"
 	c.DatabaseURL = dbURL
 	c.AuthSecret = AuthSecret
 	c.WebhookSecret = WebhookSecret
+	c.HoldLimit = config.Rate{}
+	c.RequestLimit = config.Rate{}
+	c.ShedWait = 5 * time.Second
 	return c
 }
 
@@ -70,6 +80,7 @@ func Start(t testing.TB, o Options) *Server {
 		o.DatabaseURL = pgtest.NewURL(t)
 	}
 	cfg := TestConfig(o.DatabaseURL)
+	cfg.RedisURL = o.RedisURL
 	if o.Config != nil {
 		o.Config(&cfg)
 	}
@@ -79,7 +90,7 @@ func Start(t testing.TB, o Options) *Server {
 	fake := clock.NewFake(Epoch)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, cancel := context.WithCancel(context.Background())
-	ao := app.Options{Clock: fake, Log: log, SeatMapTTL: time.Nanosecond}
+	ao := app.Options{Clock: fake, Log: log, SeatMapTTL: time.Nanosecond, RedisPrefix: o.RedisPrefix}
 	if o.App != nil {
 		o.App(&ao)
 	}

@@ -1,0 +1,98 @@
+package guard_test
+
+import (
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/config"
+)
+
+// closedPort returns a loopback address where nothing listens.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// Redis unreachable: berth starts and says so on /readyz; the gate and the
+// hints step aside (the database still sells each seat once), the limits
+// fall back to this process, the waiting room admits its rate per process;
+// no 500s.
+func TestRedisDown(t *testing.T) {
+	t.Parallel()
+	s := start(t, "", "redis://"+closedPort(t)+"/0", "", func(c *config.Config) {
+		c.HoldLimit = config.Rate{N: 3, Window: 15 * time.Minute}
+		c.RequestLimit = config.Rate{N: 1000, Window: time.Minute}
+	})
+	r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/readyz"})
+	if r.Status != http.StatusServiceUnavailable || r.Map(t)["redis"] != "unavailable" || r.Map(t)["database"] != "ok" {
+		t.Errorf("readyz: %d %s, want 503 naming redis", r.Status, r.Body)
+	}
+	if up := metric(t, s.App.Registry, "berth_guard_redis_up", nil); up != 0 {
+		t.Errorf("berth_guard_redis_up = %v, want 0", up)
+	}
+	flightID := s.CreateFlight(t,
+		apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 12, "ABC")},
+		apptest.Fare{Class: "BUSINESS", Price: 5000, Capacity: 1})
+
+	rs := race(20, func(i int) *apptest.Response { return book(s, int64(100+i), seatHold(flightID, "ECONOMY", "10A"), "") })
+	if got := countCodes(rs); got["201"] != 1 || got["409 seat_unavailable"] != 19 {
+		t.Errorf("20 buyers of one seat without Redis: %v, want one 201 and 19 409", got)
+	}
+	if n := dbHolds(t, s); n != 20 {
+		t.Errorf("%d holds reached the database, want all 20: the gate steps aside", n)
+	}
+	bookingID(t, book(s, 1, qtyHold(flightID, "BUSINESS", 1), ""))
+	for range 3 {
+		if r := book(s, 2, qtyHold(flightID, "BUSINESS", 1), ""); r.Code() != "sold_out" {
+			t.Fatalf("full class without Redis: %d %s", r.Status, r.Body)
+		}
+	}
+
+	// The hold limit, per process now.
+	for _, seat := range []string{"11A", "11B", "11C"} {
+		bookingID(t, book(s, 7, seatHold(flightID, "ECONOMY", seat), ""))
+	}
+	r = book(s, 7, seatHold(flightID, "ECONOMY", "12A"), "")
+	if r.Status != http.StatusTooManyRequests || r.Code() != "rate_limited" {
+		t.Errorf("fourth hold without Redis: %d %s, want 429 rate_limited", r.Status, r.Body)
+	}
+	retryAfter(t, r)
+
+	// The waiting room admits its rate from this process, and asks the rest
+	// to come back (it cannot queue them fairly without Redis).
+	openRoom(t, s, flightID, 2)
+	got := map[int]int{}
+	for i := range 6 {
+		r := book(s, int64(200+i), qtyHold(flightID, "ECONOMY", 1), "")
+		got[r.Status]++
+		if r.Status == http.StatusServiceUnavailable {
+			if r.Code() != "overloaded" {
+				t.Errorf("turned away without Redis: %d %s", r.Status, r.Body)
+			}
+			retryAfter(t, r)
+		}
+	}
+	if got[http.StatusCreated] != 2 || got[http.StatusServiceUnavailable] != 4 {
+		t.Errorf("waiting room without Redis at 2/s: %v, want two 201 and four 503", got)
+	}
+	for _, layer := range []string{"seat_gate", "hold_limit", "request_limit", "waiting_room"} {
+		if metric(t, s.App.Registry, "berth_guard_fallback_total", map[string]string{"layer": layer}) == 0 {
+			t.Errorf("no fallback counted for %s", layer)
+		}
+	}
+	if metric(t, s.App.Registry, "berth_guard_redis_errors_total", nil) == 0 {
+		t.Error("no Redis error counted")
+	}
+	mustAudit(t, s)
+}

@@ -1,0 +1,228 @@
+package guard_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/pg/pgtest"
+)
+
+// Many buyers of one seat at once: the database is asked once; the gate
+// answers the rest. A hold the database refuses releases its keys at once,
+// so the next buyer reaches the database; a cancellation frees them too.
+func TestSeatGate(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewURL(t)
+	redisURL, prefix := apptest.SharedRedis(t)
+	s := start(t, dbURL, redisURL, prefix, nil)
+	// The bare design on the same database: it holds seats behind the
+	// gate's back, as another deployment or a lost Redis key would.
+	bare := apptest.Start(t, apptest.Options{DatabaseURL: dbURL, Config: func(c *config.Config) { c.Protect = false }})
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 14, "ABC")})
+	rdb := redisClient(t, redisURL)
+	ctx := context.Background()
+	gateKey := func(seat string) string { return path("%sseat:{%d}:%s", prefix, flightID, seat) }
+
+	const buyers = 30
+	rs := race(buyers, func(i int) *apptest.Response { return book(s, int64(100+i), seatHold(flightID, "ECONOMY", "12A"), "") })
+	if got := countCodes(rs); got["201"] != 1 || got["409 seat_unavailable"] != buyers-1 {
+		t.Fatalf("answers = %v, want one 201 and %d 409 seat_unavailable", got, buyers-1)
+	}
+	if n := dbHolds(t, s); n != 1 {
+		t.Errorf("%d holds reached the database, want 1: the gate answers the others", n)
+	}
+	if n := turnedAway(t, s, "seat_gate"); n != buyers-1 {
+		t.Errorf("gate turned away %d, want %d", n, buyers-1)
+	}
+	// Within the 15 s the database is not asked again; after them it is
+	// (and says no itself: the seat is held).
+	r := book(s, 200, seatHold(flightID, "ECONOMY", "12A"), "")
+	if r.Status != http.StatusConflict || r.Code() != "seat_unavailable" || dbHolds(t, s) != 1 {
+		t.Errorf("within 15 s: %d %s with %d database holds, want 409 from the gate", r.Status, r.Code(), dbHolds(t, s))
+	}
+	s.Clock.Advance(15 * time.Second)
+	r = book(s, 200, seatHold(flightID, "ECONOMY", "12A"), "")
+	if r.Status != http.StatusConflict || r.Code() != "seat_unavailable" || dbHolds(t, s) != 2 {
+		t.Errorf("after 15 s: %d %s with %d database holds, want the database's 409", r.Status, r.Code(), dbHolds(t, s))
+	}
+
+	// 12B is held without the gate knowing: the database refuses 12B+12C,
+	// and the keys of both are released, so 12C is not blocked.
+	bookingID(t, book(bare, 300, seatHold(flightID, "ECONOMY", "12B"), ""))
+	before := dbHolds(t, s)
+	if r := book(s, 301, seatHold(flightID, "ECONOMY", "12B", "12C"), ""); r.Status != http.StatusConflict || r.Code() != "seat_unavailable" {
+		t.Fatalf("12B+12C with 12B held: %d %s, want 409 seat_unavailable", r.Status, r.Body)
+	}
+	if n, err := rdb.Exists(ctx, gateKey("12B"), gateKey("12C")).Result(); err != nil || n != 0 {
+		t.Errorf("%d gate keys left behind after the database refused (err %v), want 0", n, err)
+	}
+	bookingID(t, book(s, 302, seatHold(flightID, "ECONOMY", "12C"), ""))
+	if n := dbHolds(t, s) - before; n != 2 {
+		t.Errorf("%d holds reached the database, want 2 (the refused one and 12C)", n)
+	}
+
+	// All or none: a group one of whose seats is gated takes no key.
+	bookingID(t, book(s, 400, seatHold(flightID, "ECONOMY", "13A"), ""))
+	if r := book(s, 401, seatHold(flightID, "ECONOMY", "13A", "13B"), ""); r.Status != http.StatusConflict || r.Code() != "seat_unavailable" {
+		t.Fatalf("13A+13B with 13A gated: %d %s", r.Status, r.Body)
+	}
+	if n, _ := rdb.Exists(ctx, gateKey("13B")).Result(); n != 0 {
+		t.Error("13B's key was taken by a group refused for 13A")
+	}
+	bookingID(t, book(s, 402, seatHold(flightID, "ECONOMY", "13B"), ""))
+
+	// A cancelled hold's seat is free at once, not after the 15 s.
+	id := bookingID(t, book(s, 500, seatHold(flightID, "ECONOMY", "14A"), ""))
+	if c := s.Do(apptest.Request{Method: http.MethodDelete, Path: path("/bookings/%d", id), Token: s.Token("customer", 500)}); c.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", c.Status, c.Body)
+	}
+	bookingID(t, book(s, 501, seatHold(flightID, "ECONOMY", "14A"), ""))
+	mustAudit(t, s)
+}
+
+// A class the database found full is answered sold_out without asking it
+// again, for about a second; seats coming back are seen within that time
+// (at once through the API's cancellation).
+func TestSoldOutHint(t *testing.T) {
+	t.Parallel()
+	redisURL, prefix := apptest.SharedRedis(t)
+	s := start(t, "", redisURL, prefix, nil)
+	flightID := s.CreateFlight(t,
+		apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 2},
+		apptest.Fare{Class: "BUSINESS", Price: 5000, Capacity: 2})
+	first := bookingID(t, book(s, 1, qtyHold(flightID, "ECONOMY", 1), ""))
+	// Two units do not fit: the database says sold_out for two.
+	if r := book(s, 2, qtyHold(flightID, "ECONOMY", 2), ""); r.Status != http.StatusConflict || r.Code() != "sold_out" {
+		t.Fatalf("2 of 1 left: %d %s", r.Status, r.Body)
+	}
+	// One unit still fits: the hint is about two or more.
+	bookingID(t, book(s, 3, qtyHold(flightID, "ECONOMY", 1), ""))
+	if r := book(s, 4, qtyHold(flightID, "ECONOMY", 1), ""); r.Status != http.StatusConflict || r.Code() != "sold_out" {
+		t.Fatalf("full class: %d %s", r.Status, r.Body)
+	}
+	asked := dbHolds(t, s)
+	rs := race(20, func(i int) *apptest.Response { return book(s, int64(10+i), qtyHold(flightID, "ECONOMY", 1), "") })
+	if got := countCodes(rs); got["409 sold_out"] != 20 {
+		t.Fatalf("20 more buyers: %v, want 20 sold_out", got)
+	}
+	if n := dbHolds(t, s) - asked; n != 0 {
+		t.Errorf("%d of them reached the database, want none: the hint answers", n)
+	}
+	if n := turnedAway(t, s, "sold_out_hint"); n < 20 {
+		t.Errorf("hint turned away %d, want at least 20", n)
+	}
+	// Another class is not affected.
+	bookingID(t, book(s, 40, qtyHold(flightID, "BUSINESS", 1), ""))
+
+	// A seat comes back behind the API's back (the lifecycle called
+	// directly, as the payment webhook or another process would): the hint
+	// may still say sold_out, but for no longer than its second.
+	if _, err := s.App.Life.Cancel(context.Background(), s.App.Pool, booking.Caller{ID: 1, Role: "customer"}, first); err != nil {
+		t.Fatal(err)
+	}
+	s.Clock.Advance(time.Second)
+	second := bookingID(t, book(s, 50, qtyHold(flightID, "ECONOMY", 1), ""))
+
+	// Full again, hinted again; a cancellation through the API clears the
+	// hint at once.
+	if r := book(s, 51, qtyHold(flightID, "ECONOMY", 1), ""); r.Code() != "sold_out" {
+		t.Fatalf("full again: %d %s", r.Status, r.Body)
+	}
+	if r := book(s, 52, qtyHold(flightID, "ECONOMY", 1), ""); r.Code() != "sold_out" {
+		t.Fatalf("full again: %d %s", r.Status, r.Body)
+	}
+	if c := s.Do(apptest.Request{Method: http.MethodPost, Path: path("/bookings/%d/cancel", second), Token: s.Token("customer", 50)}); c.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", c.Status, c.Body)
+	}
+	bookingID(t, book(s, 53, qtyHold(flightID, "ECONOMY", 1), ""))
+	mustAudit(t, s)
+}
+
+// BERTH_HOLD_LIMIT: the fourth successful hold within the window is
+// refused with 429 and Retry-After; holds the database refused do not count.
+func TestHoldLimit(t *testing.T) {
+	t.Parallel()
+	redisURL, prefix := apptest.SharedRedis(t)
+	s := start(t, "", redisURL, prefix, func(c *config.Config) { c.HoldLimit = config.Rate{N: 3, Window: 15 * time.Minute} })
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 12, "ABCDEF")})
+	bookingID(t, book(s, 9, seatHold(flightID, "ECONOMY", "12F"), ""))
+	s.Clock.Advance(15 * time.Second) // past the gate: the database refuses
+	// Customer 1 loses three times (seat taken) and still has three holds.
+	asked := dbHolds(t, s)
+	for range 3 {
+		if r := book(s, 1, seatHold(flightID, "ECONOMY", "12F"), ""); r.Code() != "seat_unavailable" {
+			t.Fatalf("taken seat: %d %s", r.Status, r.Body)
+		}
+	}
+	if n := dbHolds(t, s) - asked; n != 3 {
+		t.Fatalf("%d refused holds reached the database, want 3", n)
+	}
+	for _, seat := range []string{"10A", "10B", "10C"} {
+		bookingID(t, book(s, 1, seatHold(flightID, "ECONOMY", seat), ""))
+	}
+	var bookings int
+	count := func() int {
+		if err := s.App.Pool.QueryRow(context.Background(), `SELECT count(*) FROM booking`).Scan(&bookings); err != nil {
+			t.Fatal(err)
+		}
+		return bookings
+	}
+	n := count()
+	r := book(s, 1, seatHold(flightID, "ECONOMY", "10D"), "")
+	if r.Status != http.StatusTooManyRequests || r.Code() != "rate_limited" {
+		t.Fatalf("fourth hold: %d %s, want 429 rate_limited", r.Status, r.Body)
+	}
+	if ra := retryAfter(t, r); ra > 15*60 {
+		t.Errorf("Retry-After %d s, longer than the window", ra)
+	}
+	if count() != n {
+		t.Error("the refused hold stored a booking")
+	}
+	// Others are not affected.
+	bookingID(t, book(s, 2, seatHold(flightID, "ECONOMY", "10D"), ""))
+}
+
+// Every route limits each client's requests (by token subject, else by
+// address); probes are not limited.
+func TestRequestLimit(t *testing.T) {
+	t.Parallel()
+	redisURL, prefix := apptest.SharedRedis(t)
+	s := start(t, "", redisURL, prefix, func(c *config.Config) { c.RequestLimit = config.Rate{N: 5, Window: time.Minute} })
+	list := func(customer int64) *apptest.Response {
+		return s.Do(apptest.Request{Method: http.MethodGet, Path: "/bookings", Token: s.Token("customer", customer)})
+	}
+	for i := range 5 {
+		if r := list(1); r.Status != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i+1, r.Status, r.Body)
+		}
+	}
+	r := list(1)
+	if r.Status != http.StatusTooManyRequests || r.Code() != "rate_limited" {
+		t.Fatalf("sixth request: %d %s, want 429 rate_limited", r.Status, r.Body)
+	}
+	retryAfter(t, r)
+	if r := list(2); r.Status != http.StatusOK {
+		t.Errorf("another customer: %d %s", r.Status, r.Body)
+	}
+	search := func() *apptest.Response {
+		return s.Do(apptest.Request{Method: http.MethodGet, Path: "/flights?from=SGN&to=HAN&date=2026-12-03"})
+	}
+	for i := range 5 {
+		if r := search(); r.Status != http.StatusOK {
+			t.Fatalf("search %d: %d %s", i+1, r.Status, r.Body)
+		}
+	}
+	if r := search(); r.Status != http.StatusTooManyRequests || r.Code() != "rate_limited" {
+		t.Errorf("sixth search from one address: %d %s, want 429", r.Status, r.Body)
+	}
+	for range 10 {
+		if r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/healthz"}); r.Status != http.StatusOK {
+			t.Fatalf("healthz limited: %d", r.Status)
+		}
+	}
+}

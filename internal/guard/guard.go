@@ -1,0 +1,339 @@
+package guard
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/fault"
+)
+
+// Config tunes the layers. Zero durations and sizes take the defaults.
+type Config struct {
+	// On switches every layer (BERTH_PROTECT). Off, Guard lets everything
+	// through untouched, so the bare design can be measured beside it.
+	On bool
+	// HoldLimit and RequestLimit (BERTH_HOLD_LIMIT, BERTH_REQUEST_LIMIT);
+	// the zero Rate turns a limit off.
+	HoldLimit    config.Rate
+	RequestLimit config.Rate
+	// ShedWait is the longest wait for a lane slot or a database
+	// connection before 503 overloaded (BERTH_SHED_WAIT).
+	ShedWait time.Duration
+	// Lanes are the concurrency limits per route class; zero lanes are
+	// not limited. Derive them from the pool with LanesFor.
+	Lanes map[Lane]int
+	// Deadlines bound a whole request of a lane (holds and reads): one
+	// stuck behind a lock gives up and answers 503 instead of waiting on.
+	Deadlines map[Lane]time.Duration
+	// SeatGateTTL is how long a seat's gate key keeps other requests out
+	// (15 s, the flight document's figure).
+	SeatGateTTL time.Duration
+	// SoldOutTTL is how long a sold-out answer is believed without asking
+	// the database (1 s).
+	SoldOutTTL time.Duration
+	// TicketTTL and TokenTTL are the lifetimes of a waiting-room ticket (a
+	// place in the queue) and of an admission token (1 h and 2 min).
+	TicketTTL, TokenTTL time.Duration
+	// Secret is BERTH_AUTH_SECRET, from which the waiting room's signing
+	// key is derived.
+	Secret []byte
+	// Tracer is the acquire tracer already set on the database pools
+	// (created here when nil).
+	Tracer *AcquireTracer
+}
+
+// LanesFor returns lane limits for a pool of maxConns connections: reads
+// may use at most half of them, so searches cannot starve holds; holds may
+// queue a few per connection (a batch serves many); the rest share the pool.
+func LanesFor(maxConns int) map[Lane]int {
+	return map[Lane]int{
+		LaneHold:  max(16, 4*maxConns),
+		LaneRead:  max(1, maxConns/2),
+		LaneOther: max(4, maxConns),
+	}
+}
+
+// Guard is every layer in front of the database.
+type Guard struct {
+	cfg   Config
+	clock clock.Clock
+	log   *slog.Logger
+	m     *metrics
+
+	// Redis is the shared store; nil when the layers are off.
+	Redis *Redis
+	// Gate is the seat gate and sold-out hint.
+	Gate *Gate
+	// Room is the waiting room. Its settings work even when the layers are
+	// off (an admin may prepare a sale), but nothing is enforced then.
+	Room *Room
+	// Holds is the per-customer hold limit (nil when off).
+	Holds *HoldLimiter
+	// Requests is the per-client request limit (nil when off).
+	Requests *RequestLimiter
+	// Tracer bounds the database pool's acquires; set it on the pool.
+	Tracer *AcquireTracer
+
+	lanes map[Lane]*lane
+}
+
+// New returns the layers. rdb may be nil when cfg.On is false. The metrics
+// are registered on reg.
+func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Logger, reg prometheus.Registerer) *Guard {
+	if cfg.ShedWait == 0 {
+		cfg.ShedWait = 150 * time.Millisecond
+	}
+	if cfg.SeatGateTTL == 0 {
+		cfg.SeatGateTTL = 15 * time.Second
+	}
+	if cfg.SoldOutTTL == 0 {
+		cfg.SoldOutTTL = time.Second
+	}
+	if cfg.TicketTTL == 0 {
+		cfg.TicketTTL = time.Hour
+	}
+	if cfg.TokenTTL == 0 {
+		cfg.TokenTTL = 2 * time.Minute
+	}
+	if cfg.Deadlines == nil {
+		cfg.Deadlines = map[Lane]time.Duration{LaneHold: 5 * time.Second, LaneRead: 5 * time.Second}
+	}
+	g := &Guard{cfg: cfg, clock: c, log: log, m: newMetrics(reg), Redis: rdb, lanes: map[Lane]*lane{}}
+	if rdb == nil {
+		// Off: the settings store only, on a Redis that is never asked.
+		rdb = &Redis{log: log, onError: func(string) {}, onState: func(bool) {}}
+	}
+	g.Room = newRoom(rdb, pool, c, cfg.Secret, cfg.TicketTTL, cfg.TokenTTL, cfg.On, log, g.m)
+	g.Tracer = cfg.Tracer
+	if g.Tracer == nil {
+		g.Tracer = &AcquireTracer{}
+	}
+	g.Tracer.OnShed = func() { g.m.turnedAway.WithLabelValues("shed_acquire").Inc() }
+	if !cfg.On {
+		return g
+	}
+	rdb.Observe(func(op string) { g.m.redisErrors.WithLabelValues(op).Inc() }, func(up bool) {
+		if up {
+			g.m.redisUp.Set(1)
+		} else {
+			g.m.redisUp.Set(0)
+		}
+	})
+	rl := redis_rate.NewLimiter(rdb.Cmd)
+	g.Gate = newGate(rdb, c, cfg.SeatGateTTL, cfg.SoldOutTTL, g.m)
+	g.Holds = newHoldLimiter(rdb, rl, cfg.HoldLimit, g.m)
+	g.Requests = newRequestLimiter(rdb, rl, cfg.RequestLimit, g.m)
+	for name, n := range cfg.Lanes {
+		if n <= 0 || name == LaneNone {
+			continue
+		}
+		inflight := g.m.inflight.WithLabelValues(string(name))
+		shed := g.m.turnedAway.WithLabelValues("shed_" + string(name))
+		g.lanes[name] = &lane{name: name, slots: make(chan struct{}, n), maxWait: int64(n),
+			inflight: inflight.Add, shed: shed.Inc}
+	}
+	return g
+}
+
+// On reports whether the layers are on.
+func (g *Guard) On() bool { return g != nil && g.cfg.On }
+
+// Admit lets a request of lane from client in, or turns it away: 429
+// rate_limited when the client ("" for none) exceeds its request limit, 503 overloaded
+// when the lane stays full for ShedWait. It returns the context the request
+// runs with (its database acquires bounded by ShedWait, and the lane's
+// deadline) and the function that lets it out. Off, it lets everything in.
+func (g *Guard) Admit(ctx context.Context, ln Lane, client string) (context.Context, func(), error) {
+	if !g.On() || ln == LaneNone {
+		return ctx, func() {}, nil
+	}
+	if client != "" {
+		if err := g.Requests.Allow(ctx, client); err != nil {
+			return ctx, nil, err
+		}
+	}
+	leave := func() {}
+	// A hold takes its lane's slot in BeforeHold, after the cheap layers:
+	// a flood that the gate or the hint turns away must not queue for it.
+	if l, ok := g.lanes[ln]; ok && ln != LaneHold {
+		var err error
+		if leave, err = l.enter(ctx, g.cfg.ShedWait); err != nil {
+			return ctx, nil, err
+		}
+	}
+	ctx = WithAcquireBudget(ctx, g.cfg.ShedWait)
+	if d := g.cfg.Deadlines[ln]; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		inner := leave
+		leave = func() { cancel(); inner() }
+	}
+	return ctx, leave, nil
+}
+
+// Hold describes a hold about to be asked of the database. A hold of
+// another kind (a car) leaves the flight fields zero: only the hold limit
+// and the hold lane apply to it.
+type Hold struct {
+	Customer  int64
+	FlightID  int64
+	FareClass string
+	Seats     []string // validated and sorted; nil for a quantity hold
+	Units     int      // seats or quantity
+	// Token is the Waiting-Room-Token header ("" when none).
+	Token string
+}
+
+// Pass is a hold let through the layers; Done must be called with the
+// database's answer.
+type Pass struct {
+	g     *Guard
+	h     Hold
+	gate  *gatePass
+	adm   *admission
+	leave func() // the hold lane's slot
+}
+
+// BeforeHold runs the layers in front of a hold, cheapest first, and
+// returns the Pass to finish with Done, or the error to answer:
+//
+//   - the waiting room: 429 waiting_room with ticket and position when the
+//     flight's room is on and the request has no valid admission token;
+//   - the sold-out hint: 409 sold_out when the class was just found full;
+//   - the seat gate: 409 seat_unavailable when another request is holding
+//     one of the seats right now (all the seats' keys are taken at once or
+//     none);
+//   - the hold limit: 429 rate_limited with Retry-After;
+//   - the admission token is then claimed (spent once);
+//   - last, a slot of the hold lane: 503 overloaded when none frees within
+//     ShedWait.
+//
+// Off, it returns an empty Pass at once.
+func (g *Guard) BeforeHold(ctx context.Context, h Hold) (*Pass, error) {
+	p := &Pass{g: g, h: h}
+	if !g.On() {
+		return p, nil
+	}
+	if h.FlightID == 0 {
+		if err := g.Holds.Check(ctx, h.Customer); err != nil {
+			return nil, err
+		}
+		if err := p.enterLane(ctx); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	// The token is checked (signature, customer, flight, expiry) without
+	// Redis; claiming it waits until the cheaper layers have passed.
+	per, err := g.Room.admitRate(ctx, h.FlightID)
+	if err != nil {
+		return nil, err
+	}
+	var tok *pass
+	if per > 0 {
+		t, err := g.Room.verify(h.Token, 'a', g.clock.Now())
+		if err != nil || t.flight != h.FlightID || t.customer != h.Customer {
+			if h.Token != "" {
+				g.m.turnedAway.WithLabelValues("waiting_room_bad_token").Inc()
+			}
+			if err := g.Room.queue(ctx, h.FlightID, h.Customer, per, g.clock.Now()); err != nil {
+				return nil, err
+			}
+		} else {
+			tok = &t
+		}
+	}
+	if p.gate, err = g.Gate.enter(ctx, h.FlightID, h.FareClass, h.Seats, h.Units); err != nil {
+		return nil, err
+	}
+	if err := g.Holds.Check(ctx, h.Customer); err != nil {
+		g.Gate.release(ctx, p.gate)
+		return nil, err
+	}
+	if tok != nil {
+		if p.adm, err = g.Room.claim(ctx, *tok); err != nil {
+			g.Gate.release(ctx, p.gate)
+			// A used admission buys no second hold: back to the queue.
+			if err := g.Room.queue(ctx, h.FlightID, h.Customer, per, g.clock.Now()); err != nil {
+				return nil, err
+			}
+			return nil, fault.New(fault.WaitingRoom, "this admission was already used; queue again for another hold")
+		}
+	}
+	if err := p.enterLane(ctx); err != nil {
+		p.undo(ctx)
+		return nil, err
+	}
+	return p, nil
+}
+
+// enterLane takes a slot of the hold lane, waiting at most ShedWait.
+func (p *Pass) enterLane(ctx context.Context) error {
+	l, ok := p.g.lanes[LaneHold]
+	if !ok {
+		return nil
+	}
+	leave, err := l.enter(ctx, p.g.cfg.ShedWait)
+	if err != nil {
+		return err
+	}
+	p.leave = leave
+	return nil
+}
+
+// undo gives back what BeforeHold took when the hold is not asked after all.
+func (p *Pass) undo(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	p.g.Gate.release(ctx, p.gate)
+	p.g.Room.done(ctx, p.adm, false)
+}
+
+// Done finishes a hold with the database's answer (nil when it was held):
+// a success counts against the hold limit and spends the admission; a
+// refusal releases the seat keys and the admission, and a sold_out is
+// remembered as the class's hint.
+func (p *Pass) Done(ctx context.Context, holdErr error) {
+	g := p.g
+	if !g.On() {
+		return
+	}
+	if p.leave != nil {
+		p.leave()
+	}
+	// The answer is already decided: finish even if the client has gone.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if holdErr == nil {
+		g.Holds.Count(ctx, p.h.Customer)
+		g.Room.done(ctx, p.adm, true)
+		return
+	}
+	g.Gate.release(ctx, p.gate)
+	g.Room.done(ctx, p.adm, false)
+	if fault.Is(holdErr, fault.SoldOut) && p.h.FlightID != 0 {
+		g.Gate.soldOutSeen(ctx, p.h.FlightID, p.h.FareClass, p.h.Units)
+	}
+}
+
+// Released tells the layers that a flight booking's seats came back (it was
+// cancelled), so that neither its seat keys nor a sold-out hint turn the
+// next buyer away.
+func (g *Guard) Released(ctx context.Context, flightID int64, class string, seats []string) {
+	if !g.On() {
+		return
+	}
+	g.Gate.Forget(ctx, flightID, class, seats)
+}
+
+// Ready checks Redis for /readyz.
+func (g *Guard) Ready(ctx context.Context) error {
+	return g.Redis.Ping(ctx)
+}

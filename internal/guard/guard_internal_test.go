@@ -1,0 +1,221 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/fault"
+)
+
+func testRoom() *Room {
+	return newRoom(&Redis{}, nil, clock.NewFake(time.Unix(1_800_000_000, 0)), []byte("secret-secret-secret"),
+		time.Hour, 2*time.Minute, true, nil, newMetrics(prometheus.NewRegistry()))
+}
+
+// Tickets and tokens verify only as signed, as the kind asked for, and
+// before they expire.
+func TestPassSignVerify(t *testing.T) {
+	t.Parallel()
+	rm := testRoom()
+	now := rm.clock.Now()
+	p := pass{kind: 't', flight: 7, customer: 42, seq: 3, expires: now.Add(time.Minute)}
+	s := rm.sign(p)
+	got, err := rm.verify(s, 't', now)
+	if err != nil || got.kind != p.kind || got.flight != p.flight || got.customer != p.customer || got.seq != p.seq ||
+		!got.expires.Equal(p.expires) {
+		t.Fatalf("verify(sign(p)) = %+v, %v; want %+v", got, err, p)
+	}
+	other := newRoom(&Redis{}, nil, rm.clock, []byte("another-secret-here!"), time.Hour, time.Minute, true, nil,
+		newMetrics(prometheus.NewRegistry()))
+	bad := map[string]string{
+		"as a token":      "",
+		"expired":         s,
+		"another key":     other.sign(p),
+		"customer edited": strings.Replace(s, ".42.", ".43.", 1),
+		"no signature":    s[:strings.LastIndexByte(s, '.')],
+		"empty":           "",
+		"garbage":         "t1.2.3",
+	}
+	for name, v := range bad {
+		kind, at := byte('t'), now
+		switch name {
+		case "as a token":
+			v, kind = s, 'a'
+		case "expired":
+			at = p.expires
+		}
+		if _, err := rm.verify(v, kind, at); !errors.Is(err, errPass) {
+			t.Errorf("%s: err = %v, want errPass", name, err)
+		}
+	}
+}
+
+// A deadline berth set becomes 503 overloaded; a client that went away or
+// another error stays what it was.
+func TestAsOverload(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("acquire: %w", context.DeadlineExceeded)
+	var fe *fault.Error
+	if got := AsOverload(context.Background(), err); !errors.As(got, &fe) || fe.Code != fault.Overloaded {
+		t.Errorf("deadline: %v, want overloaded", got)
+	} else if fe.RetryAfter == 0 {
+		t.Error("overloaded without Retry-After")
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := AsOverload(gone, err); fault.CodeOf(got) != "" {
+		t.Errorf("client gone: %v, want the error unchanged", got)
+	}
+	plain := errors.New("boom")
+	if got := AsOverload(context.Background(), plain); got != plain { //nolint:errorlint // the very same error
+		t.Errorf("other error: %v", got)
+	}
+	coded := fault.New(fault.SoldOut, "x")
+	if got := AsOverload(context.Background(), coded); got != coded { //nolint:errorlint // the very same error
+		t.Errorf("coded error changed: %v", got)
+	}
+}
+
+// A lane lets n in, lets a bounded number wait, and turns the rest away.
+func TestLane(t *testing.T) {
+	t.Parallel()
+	var inflight, shed atomic.Int64
+	l := &lane{name: LaneRead, slots: make(chan struct{}, 2), maxWait: 1,
+		inflight: func(d float64) { inflight.Add(int64(d)) }, shed: func() { shed.Add(1) }}
+	ctx := context.Background()
+	leave1, err1 := l.enter(ctx, time.Second)
+	leave2, err2 := l.enter(ctx, time.Second)
+	if err1 != nil || err2 != nil || inflight.Load() != 2 {
+		t.Fatalf("two enter: %v %v, inflight %v", err1, err2, inflight.Load())
+	}
+	if _, err := l.enter(ctx, time.Millisecond); fault.CodeOf(err) != fault.Overloaded || shed.Load() != 1 {
+		t.Fatalf("third with a full lane: %v (shed %d), want overloaded", err, shed.Load())
+	}
+	done := make(chan error)
+	go func() {
+		leave, err := l.enter(ctx, time.Minute)
+		if err == nil {
+			leave()
+		}
+		done <- err
+	}()
+	// Wait until the goroutine waits, then one more finds the queue full.
+	for l.waiting.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := l.enter(ctx, time.Minute); fault.CodeOf(err) != fault.Overloaded {
+		t.Errorf("with the queue full: %v, want overloaded at once", err)
+	}
+	leave1()
+	leave1() // leaving twice frees one slot only
+	if err := <-done; err != nil {
+		t.Errorf("the waiter: %v", err)
+	}
+	leave2()
+	if inflight.Load() != 0 || len(l.slots) != 0 {
+		t.Errorf("after leaving: inflight %v, %d slots taken", inflight.Load(), len(l.slots))
+	}
+}
+
+// The listener serves at most n connections at once.
+func TestLimitListener(t *testing.T) {
+	t.Parallel()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := LimitListener(inner, 1)
+	defer func() { _ = ln.Close() }()
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	c1, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c1.Close() }()
+	s1 := <-accepted
+	c2, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c2.Close() }()
+	select {
+	case <-accepted:
+		t.Fatal("a second connection was accepted while the first is open")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s2 := <-accepted; s2 == nil {
+		t.Fatal("the second connection was not accepted after the first closed")
+	} else {
+		_ = s2.Close()
+	}
+}
+
+// A hold of another kind (a car) passes only the hold limit and the lane.
+func TestBeforeHoldOtherKind(t *testing.T) {
+	t.Parallel()
+	url := os.Getenv("BERTH_TEST_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	prefix := fmt.Sprintf("berthtest:%d:", time.Now().UnixNano())
+	log := slog.New(slog.DiscardHandler)
+	rdb, err := OpenRedis(context.Background(), url, RedisOptions{Prefix: prefix}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() {
+		_ = rdb.Client.Del(ctx, "rate:"+prefix+"hold:5").Err()
+		_ = rdb.Close()
+	})
+	if err := rdb.Ping(ctx); err != nil {
+		t.Fatalf("test Redis: %v", err)
+	}
+	g := New(Config{On: true, HoldLimit: config.Rate{N: 2, Window: time.Hour}, Lanes: LanesFor(4)},
+		rdb, nil, clock.NewFake(time.Unix(1_800_000_000, 0)), log, prometheus.NewRegistry())
+	hold := func(ok bool) error {
+		p, err := g.BeforeHold(ctx, Hold{Customer: 5})
+		if err != nil {
+			return err
+		}
+		if ok {
+			p.Done(ctx, nil)
+		} else {
+			p.Done(ctx, fault.New(fault.CarUnavailable, "taken"))
+		}
+		return nil
+	}
+	for i, ok := range []bool{false, true, false, true} {
+		if err := hold(ok); err != nil {
+			t.Fatalf("hold %d: %v", i+1, err)
+		}
+	}
+	if err := hold(true); fault.CodeOf(err) != fault.RateLimited {
+		t.Errorf("third successful hold: %v, want rate_limited", err)
+	}
+}

@@ -1,0 +1,164 @@
+package guard_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/config"
+)
+
+// start runs berth with the surge layers on a Redis shared with nobody
+// else (its own key prefix) and the settings mut changes.
+func start(t *testing.T, dbURL, redisURL, prefix string, mut func(*config.Config)) *apptest.Server {
+	t.Helper()
+	return apptest.Start(t, apptest.Options{DatabaseURL: dbURL, RedisURL: redisURL, RedisPrefix: prefix, Config: mut})
+}
+
+func seatHold(flightID int64, class string, seats ...string) map[string]any {
+	return map[string]any{"flightId": flightID, "fareClass": class, "seats": seats}
+}
+
+func qtyHold(flightID int64, class string, n int) map[string]any {
+	return map[string]any{"flightId": flightID, "fareClass": class, "quantity": n}
+}
+
+// book asks s to hold body for customer, with an optional waiting-room
+// token.
+func book(s *apptest.Server, customer int64, body any, token string) *apptest.Response {
+	req := apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", customer), Body: body}
+	if token != "" {
+		req.Header = map[string]string{"Waiting-Room-Token": token}
+	}
+	return s.Do(req)
+}
+
+// race releases n goroutines at once and collects what each returned.
+func race[T any](n int, f func(i int) T) []T {
+	out := make([]T, n)
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-start
+			out[i] = f(i)
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+	return out
+}
+
+func countCodes(rs []*apptest.Response) map[string]int {
+	m := map[string]int{}
+	for _, r := range rs {
+		key := strconv.Itoa(r.Status)
+		if r.Status >= 400 {
+			key += " " + r.Code()
+		}
+		m[key]++
+	}
+	return m
+}
+
+// metric sums the series of the counter or gauge name whose labels include
+// want, as the server's /metrics would show them.
+func metric(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue series
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				sum += c.GetValue()
+			}
+			if g := m.GetGauge(); g != nil {
+				sum += g.GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// dbHolds is how many holds reached the database.
+func dbHolds(t *testing.T, s *apptest.Server) int {
+	t.Helper()
+	return int(metric(t, s.App.Registry, "berth_holds_total", nil))
+}
+
+func turnedAway(t *testing.T, s *apptest.Server, reason string) int {
+	t.Helper()
+	return int(metric(t, s.App.Registry, "berth_guard_turned_away_total", map[string]string{"reason": reason}))
+}
+
+func redisClient(t *testing.T, url string) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func mustAudit(t *testing.T, s *apptest.Server) {
+	t.Helper()
+	results, err := audit.Run(context.Background(), s.App.Pool, audit.Options{Now: s.Clock.Now(), SweepInterval: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if audit.Failed(results) {
+		t.Errorf("audit failed:\n%s", audit.Format(results))
+	}
+}
+
+func bookingID(t *testing.T, r *apptest.Response) int64 {
+	t.Helper()
+	if r.Status != http.StatusCreated {
+		t.Fatalf("hold: %d %s", r.Status, r.Body)
+	}
+	return int64(r.Map(t)["bookingId"].(float64))
+}
+
+func retryAfter(t *testing.T, r *apptest.Response) int {
+	t.Helper()
+	v := r.Header.Get("Retry-After")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Errorf("%d %s: Retry-After %q, want a positive number of seconds", r.Status, r.Code(), v)
+	}
+	return n
+}
+
+func path(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -1,0 +1,252 @@
+package guard
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"golang.org/x/time/rate"
+
+	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/fault"
+)
+
+// Rate limits, shared by every berth process through Redis (GCRA, from
+// go-redis/redis_rate), falling back to per-process limits
+// (golang.org/x/time/rate) while Redis is unreachable. Both count on the
+// real clock: Redis's own in the shared case.
+
+// maxLocalKeys bounds the per-process limiters and leases kept in memory.
+const maxLocalKeys = 100_000
+
+// HoldLimiter limits how many holds a customer may make per window
+// (BERTH_HOLD_LIMIT, the car document's 3 per 15 minutes).
+//
+// It counts successful holds, not attempts: in a flash sale most attempts
+// lose (seat taken, sold out), and counting them would lock out exactly the
+// customers who keep trying. Check is asked before the hold and Count after
+// it succeeded. Two holds of one customer in flight at once may both pass
+// Check, so a customer can end one hold per concurrent request over the
+// limit; every hold still obeys the database's rules.
+type HoldLimiter struct {
+	r      *Redis
+	rl     *redis_rate.Limiter
+	limit  redis_rate.Limit
+	record redis_rate.Limit // the same emission interval; a burst that never refuses
+	local  *localLimits
+	m      *metrics
+}
+
+func newHoldLimiter(r *Redis, rl *redis_rate.Limiter, lim config.Rate, m *metrics) *HoldLimiter {
+	if lim.Off() {
+		return nil
+	}
+	return &HoldLimiter{
+		r: r, rl: rl, m: m,
+		limit:  redis_rate.Limit{Rate: lim.N, Period: lim.Window, Burst: lim.N},
+		record: redis_rate.Limit{Rate: lim.N, Period: lim.Window, Burst: lim.N + 1_000_000},
+		local:  newLocalLimits(lim),
+	}
+}
+
+// Check returns fault.RateLimited (429, Retry-After) when customer has used
+// up the holds of the window.
+func (h *HoldLimiter) Check(ctx context.Context, customer int64) error {
+	if h == nil {
+		return nil
+	}
+	key := h.r.key("hold:", strconv.FormatInt(customer, 10))
+	var wait time.Duration
+	if h.r.Usable() {
+		// Cost 0 takes nothing; Remaining says how many more holds fit now.
+		res, err := h.rl.AllowN(ctx, key, h.limit, 0)
+		if err == nil {
+			h.r.OK()
+			if res.Remaining >= 1 {
+				return nil
+			}
+			// The next hold fits once the remaining burst reaches one.
+			wait = res.ResetAfter - time.Duration(h.limit.Burst-1)*h.interval()
+			return h.refuse(wait)
+		}
+		h.r.Fail("hold_limit", err)
+	}
+	h.m.fallback.WithLabelValues("hold_limit").Inc()
+	lim := h.local.get(key)
+	now := time.Now()
+	tokens := lim.TokensAt(now)
+	if tokens >= 1 {
+		return nil
+	}
+	return h.refuse(time.Duration((1 - tokens) * float64(h.interval())))
+}
+
+// Count records one successful hold of customer.
+func (h *HoldLimiter) Count(ctx context.Context, customer int64) {
+	if h == nil {
+		return
+	}
+	key := h.r.key("hold:", strconv.FormatInt(customer, 10))
+	if h.r.Usable() {
+		_, err := h.rl.AllowN(ctx, key, h.record, 1)
+		if err == nil {
+			h.r.OK()
+			return
+		}
+		h.r.Fail("hold_limit", err)
+	}
+	h.local.get(key).ReserveN(time.Now(), 1)
+}
+
+func (h *HoldLimiter) interval() time.Duration {
+	return h.limit.Period / time.Duration(h.limit.Rate)
+}
+
+func (h *HoldLimiter) refuse(wait time.Duration) error {
+	h.m.turnedAway.WithLabelValues("hold_limit").Inc()
+	e := fault.New(fault.RateLimited, "at most %d holds per %s; try again later", h.limit.Rate, h.limit.Period)
+	e.RetryAfter = max(wait, time.Second)
+	return e
+}
+
+// RequestLimiter limits each client's requests on every route. To keep a
+// Redis round trip off most requests, a process leases a few requests at a
+// time from the shared budget (redis_rate's AllowAtMost) and spends them
+// locally; leases left unspent lapse quickly, which only makes the limit a
+// little stricter than written.
+type RequestLimiter struct {
+	r     *Redis
+	rl    *redis_rate.Limiter
+	limit redis_rate.Limit
+	lease int
+	life  time.Duration
+	local *localLimits
+	m     *metrics
+
+	mu     sync.Mutex
+	leases map[string]*lease
+}
+
+type lease struct {
+	left    int
+	expires time.Time
+}
+
+func newRequestLimiter(r *Redis, rl *redis_rate.Limiter, lim config.Rate, m *metrics) *RequestLimiter {
+	if lim.Off() {
+		return nil
+	}
+	return &RequestLimiter{
+		r: r, rl: rl, m: m,
+		limit:  redis_rate.Limit{Rate: lim.N, Period: lim.Window, Burst: lim.N},
+		lease:  max(1, lim.N/20),
+		life:   min(lim.Window/2, time.Second),
+		local:  newLocalLimits(lim),
+		leases: make(map[string]*lease),
+	}
+}
+
+// Allow returns fault.RateLimited (429, Retry-After) when client has made
+// too many requests.
+func (l *RequestLimiter) Allow(ctx context.Context, client string) error {
+	if l == nil {
+		return nil
+	}
+	now := time.Now()
+	l.mu.Lock()
+	if ls, ok := l.leases[client]; ok && ls.left > 0 && now.Before(ls.expires) {
+		ls.left--
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.Unlock()
+
+	key := l.r.key("req:", client)
+	if l.r.Usable() {
+		res, err := l.rl.AllowAtMost(ctx, key, l.limit, l.lease)
+		if err == nil {
+			l.r.OK()
+			if res.Allowed < 1 {
+				return l.refuse(res.RetryAfter)
+			}
+			if res.Allowed > 1 {
+				l.store(client, &lease{left: res.Allowed - 1, expires: now.Add(l.life)}, now)
+			}
+			return nil
+		}
+		l.r.Fail("request_limit", err)
+	}
+	l.m.fallback.WithLabelValues("request_limit").Inc()
+	lim := l.local.get(key)
+	if r := lim.ReserveN(now, 1); r.OK() {
+		if d := r.DelayFrom(now); d > 0 {
+			r.CancelAt(now)
+			return l.refuse(d)
+		}
+		return nil
+	}
+	return l.refuse(time.Second)
+}
+
+func (l *RequestLimiter) store(client string, ls *lease, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.leases) >= maxLocalKeys {
+		for k, v := range l.leases {
+			if v.left == 0 || !now.Before(v.expires) {
+				delete(l.leases, k)
+			}
+		}
+		if len(l.leases) >= maxLocalKeys {
+			clear(l.leases)
+		}
+	}
+	l.leases[client] = ls
+}
+
+func (l *RequestLimiter) refuse(wait time.Duration) error {
+	l.m.turnedAway.WithLabelValues("request_limit").Inc()
+	e := fault.New(fault.RateLimited, "more than %d requests per %s; slow down", l.limit.Rate, l.limit.Period)
+	e.RetryAfter = max(wait, time.Second)
+	return e
+}
+
+// localLimits are per-process token buckets by key, the fallback while
+// Redis is unreachable. Bounded: when full, buckets that are full again
+// (identical to new ones) go first, then all of them (erring on the lenient
+// side, which the database's rules make safe).
+type localLimits struct {
+	every rate.Limit
+	burst int
+
+	mu sync.Mutex
+	m  map[string]*rate.Limiter
+}
+
+func newLocalLimits(lim config.Rate) *localLimits {
+	return &localLimits{every: rate.Every(lim.Window / time.Duration(lim.N)), burst: lim.N, m: make(map[string]*rate.Limiter)}
+}
+
+func (l *localLimits) get(key string) *rate.Limiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lim, ok := l.m[key]; ok {
+		return lim
+	}
+	if len(l.m) >= maxLocalKeys {
+		now := time.Now()
+		for k, v := range l.m {
+			if v.TokensAt(now) >= float64(l.burst) {
+				delete(l.m, k)
+			}
+		}
+		if len(l.m) >= maxLocalKeys {
+			clear(l.m)
+		}
+	}
+	lim := rate.NewLimiter(l.every, l.burst)
+	l.m[key] = lim
+	return lim
+}

@@ -1,0 +1,230 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/fault"
+)
+
+// Load shedding: when the database is slow or the pool is busy, a request
+// is answered 503 overloaded with Retry-After after a short wait instead of
+// queueing without end. Three bounds do it:
+//
+//   - every route class (lane) has a concurrency limit, with a short wait
+//     for a slot and a bounded number of waiters, so searches cannot take
+//     the connections holds need, and no flood grows goroutines without end;
+//   - a request may wait only ShedWait for a database connection: the pool's
+//     acquire tracer puts that deadline on the acquire alone (AcquireTracer);
+//   - holds and reads carry an overall deadline, so one stuck on a lock
+//     gives up (its transaction rolls back) and answers 503.
+
+// Lane is a class of routes that shares one concurrency limit.
+type Lane string
+
+// The lanes.
+const (
+	LaneHold  Lane = "hold"  // POST /bookings: the hot write path
+	LaneRead  Lane = "read"  // public reads: search, flight, seat map, cars
+	LaneOther Lane = "other" // everything else that uses the database
+	LaneNone  Lane = ""      // operations endpoints and Redis-only routes
+)
+
+// RetryAfterOverloaded is the Retry-After of a shed request.
+const RetryAfterOverloaded = time.Second
+
+// Overloaded returns the error of a shed request.
+func Overloaded(format string, args ...any) *fault.Error {
+	e := fault.New(fault.Overloaded, format, args...)
+	e.RetryAfter = RetryAfterOverloaded
+	return e
+}
+
+// AsOverload turns err into a 503 overloaded when it is a deadline that
+// berth set itself (a shed acquire, or a request's overall deadline) rather
+// than the client going away, so a slow database answers 503 with
+// Retry-After, never 500. Other errors are returned as they are.
+func AsOverload(ctx context.Context, err error) error {
+	if err == nil || fault.CodeOf(err) != "" || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return err
+	}
+	return &fault.Error{Code: fault.Overloaded, Detail: "the database is busy; try again shortly",
+		RetryAfter: RetryAfterOverloaded, Err: err}
+}
+
+// lane is a counting semaphore with a bounded wait.
+type lane struct {
+	name     Lane
+	slots    chan struct{}
+	waiting  atomic.Int64
+	maxWait  int64
+	inflight func(delta float64)
+	shed     func()
+}
+
+// enter takes a slot, waiting at most wait; it returns fault.Overloaded when
+// none frees in time or too many already wait.
+func (l *lane) enter(ctx context.Context, wait time.Duration) (func(), error) {
+	select {
+	case l.slots <- struct{}{}:
+		return l.leave(), nil
+	default:
+	}
+	if l.waiting.Add(1) > l.maxWait {
+		l.waiting.Add(-1)
+		l.shed()
+		return nil, Overloaded("too many %s requests at once; try again shortly", l.name)
+	}
+	defer l.waiting.Add(-1)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case l.slots <- struct{}{}:
+		return l.leave(), nil
+	case <-t.C:
+		l.shed()
+		return nil, Overloaded("too many %s requests at once; try again shortly", l.name)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (l *lane) leave() func() {
+	l.inflight(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			<-l.slots
+			l.inflight(-1)
+		})
+	}
+}
+
+// budgetKey marks a context whose connection acquires are bounded.
+type budgetKey struct{}
+
+// cancelKey carries the cancel function of an acquire's deadline from
+// TraceAcquireStart to TraceAcquireEnd.
+type cancelKey struct{}
+
+// errShed is the cause of an acquire deadline set by AcquireTracer.
+var errShed = errors.New("no database connection within the shed budget")
+
+// WithAcquireBudget returns ctx marked so that every database connection
+// acquired with it (from a pool traced by AcquireTracer) waits at most d.
+// Background work that may wait longer simply does not carry the mark.
+func WithAcquireBudget(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, budgetKey{}, d)
+}
+
+// AcquireTracer bounds the connection acquires of contexts marked by
+// WithAcquireBudget, and counts the ones that ran out of time. Set it as
+// the pool's tracer (pg.PoolConfig.Tracer). It traces nothing else.
+type AcquireTracer struct {
+	// OnShed, when set, is called for each acquire that ran out of time.
+	OnShed func()
+}
+
+// TraceAcquireStart puts the budget's deadline on the acquire.
+func (t *AcquireTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	d, ok := ctx.Value(budgetKey{}).(time.Duration)
+	if !ok {
+		return ctx
+	}
+	actx, cancel := context.WithTimeoutCause(ctx, d, errShed)
+	return context.WithValue(actx, cancelKey{}, cancel)
+}
+
+// TraceAcquireEnd releases the deadline and counts a shed acquire.
+func (t *AcquireTracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, data pgxpool.TraceAcquireEndData) {
+	cancel, ok := ctx.Value(cancelKey{}).(context.CancelFunc)
+	if !ok {
+		return
+	}
+	if data.Err != nil && errors.Is(context.Cause(ctx), errShed) && t.OnShed != nil {
+		t.OnShed()
+	}
+	cancel()
+}
+
+// TraceQueryStart does nothing: the tracer is only about acquires.
+func (*AcquireTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+// TraceQueryEnd does nothing.
+func (*AcquireTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Acquire takes a connection from pool, waiting at most budget, and returns
+// fault.Overloaded (503, Retry-After) when none frees in time. A batch that
+// serves many requests acquires its connection this way and runs its
+// transaction on it (pg.InTx accepts a *pgxpool.Conn); the caller releases it.
+func Acquire(ctx context.Context, pool *pgxpool.Pool, budget time.Duration) (*pgxpool.Conn, error) {
+	actx, cancel := context.WithTimeoutCause(ctx, budget, errShed)
+	defer cancel()
+	conn, err := pool.Acquire(actx)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(context.Cause(actx), errShed) {
+			return nil, &fault.Error{Code: fault.Overloaded, Detail: "no database connection free; try again shortly",
+				RetryAfter: RetryAfterOverloaded, Err: err}
+		}
+		return nil, err
+	}
+	return conn, nil
+}
+
+// LimitListener returns ln accepting at most n connections at once: the
+// rest wait in the kernel's backlog. Every open connection costs a goroutine
+// and buffers, so this bounds them however many clients connect.
+func LimitListener(ln net.Listener, n int) net.Listener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+type limitListener struct {
+	net.Listener
+	slots     chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+func (l *limitListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.done) })
+	return err
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}

@@ -1,0 +1,128 @@
+package guard_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/pg/pgtest"
+)
+
+// handlersIn counts the goroutines running fn of the API right now.
+func handlersIn(fn string) int {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return bytes.Count(buf, []byte("httpapi.(*Server)."+fn+"("))
+}
+
+// await collects n answers from rs, failing t if they do not come while
+// the database is stalled (they would only come after it, or after the
+// requests' own deadline, if requests queued for connections).
+func await(t *testing.T, rs <-chan *apptest.Response, n int) []*apptest.Response {
+	t.Helper()
+	var out []*apptest.Response
+	timeout := time.After(60 * time.Second)
+	for len(out) < n {
+		select {
+		case r := <-rs:
+			out = append(out, r)
+		case <-timeout:
+			t.Fatalf("only %d of %d answers while the database is stalled", len(out), n)
+		}
+	}
+	return out
+}
+
+// A database that stalls (a lock held elsewhere) with a pool of two: the
+// requests that find no connection within the shed wait answer 503
+// overloaded with Retry-After at once, never 500, and only the requests
+// holding a connection stay in the process. Searches cannot take the
+// connections that holds need.
+func TestShedsLoadWhenTheDatabaseStalls(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewURL(t)
+	redisURL, prefix := apptest.SharedRedis(t)
+	s := start(t, dbURL, redisURL, prefix, func(c *config.Config) {
+		c.DBMaxConns = 2
+		c.ShedWait = 100 * time.Millisecond
+	})
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 500})
+	ctx := context.Background()
+	locker, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(ctx)
+
+	// Holds stall on the fare counter's row.
+	lock, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, `SELECT 1 FROM fare_inventory WHERE flight_id = $1 FOR UPDATE`, flightID); err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	answers := make(chan *apptest.Response, n)
+	for i := range n {
+		go func() { answers <- book(s, int64(1000+i), qtyHold(flightID, "ECONOMY", 1), "") }()
+	}
+	shed := await(t, answers, n-2)
+	for _, r := range shed {
+		if r.Status != http.StatusServiceUnavailable || r.Code() != "overloaded" {
+			t.Fatalf("answer while stalled: %d %s, want 503 overloaded", r.Status, r.Body)
+		}
+		retryAfter(t, r)
+	}
+	if got := turnedAway(t, s, "shed_hold") + turnedAway(t, s, "shed_acquire"); got != n-2 {
+		t.Errorf("%d shed by the lane and the connection wait, want %d", got, n-2)
+	}
+	if h := handlersIn("createBooking"); h > 2 {
+		t.Errorf("%d hold handlers still running while the database is stalled, want at most the pool's 2", h)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range await(t, answers, 2) {
+		if r.Status != http.StatusCreated {
+			t.Errorf("a hold that had a connection: %d %s, want 201 once the lock is gone", r.Status, r.Body)
+		}
+	}
+
+	// Searches stall on the airport table; they may use half the pool, so
+	// a hold still gets the other connection.
+	lock, err = locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, `LOCK TABLE airport IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	const searches = 10
+	for i := range searches {
+		go func() {
+			answers <- s.Do(apptest.Request{Method: http.MethodGet,
+				Path: path("/flights?from=SGN&to=HAN&date=%s", apptest.Epoch.AddDate(0, 0, i).Format(time.DateOnly))})
+		}()
+	}
+	for _, r := range await(t, answers, searches-1) {
+		if r.Status != http.StatusServiceUnavailable || r.Code() != "overloaded" {
+			t.Fatalf("search while stalled: %d %s, want 503 overloaded", r.Status, r.Body)
+		}
+	}
+	bookingID(t, book(s, 1, qtyHold(flightID, "ECONOMY", 1), ""))
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := await(t, answers, 1)[0]; r.Status != http.StatusOK {
+		t.Errorf("the search that had a connection: %d %s", r.Status, r.Body)
+	}
+	mustAudit(t, s)
+}
