@@ -120,7 +120,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	}
 	a.Flights = flight.NewService(pool, o.Clock, flight.Config{
 		HoldTTL: cfg.FlightHoldTTL, SeatMapTTL: o.SeatMapTTL, SearchTTL: 3 * time.Second,
-		Buckets: cfg.FareBuckets, Coalesce: cfg.Protect, MaxBatch: cfg.HoldBatch,
+		Buckets: cfg.FareBuckets, Coalesce: cfg.Protect, MaxBatch: cfg.HoldBatch, QueueWait: cfg.ShedWait,
 		Log: o.Log, Registry: o.Registry, ReadPool: a.ReadPool,
 	})
 	a.Life = booking.NewLifecycle(o.Clock, map[booking.Kind]booking.Inventory{

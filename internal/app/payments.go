@@ -1,6 +1,7 @@
 package app
 
 import (
+	"berth.dev/berth/internal/booking"
 	"context"
 	"fmt"
 	"net"
@@ -33,6 +34,11 @@ func (a *App) wirePayments(cfg config.Config, o Options) error {
 	a.Payments = payment.NewService(payment.Options{
 		Pool: a.Pool, Clock: o.Clock, Lifecycle: a.Life, Gateway: gw, WebhookKey: key,
 		BaseURL: cfg.PublicURL, Log: o.Log, Registry: o.Registry,
+		OnRelease: func(ctx context.Context, b *booking.Booking) {
+			if b.Kind == booking.KindFlight {
+				a.Guard.Released(ctx, b.FlightID, b.FareClass, b.Seats)
+			}
+		},
 	})
 	a.Refunds = a.Payments.Refunds()
 	return nil

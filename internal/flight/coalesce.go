@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/pg"
 )
 
@@ -24,8 +25,13 @@ type coalescer struct {
 	svc      *Service
 	maxBatch int
 	linger   time.Duration
-	sizes    prometheus.Histogram
-	fallback prometheus.Counter
+	// queueWait is the longest a hold waits for its batch to start, like a
+	// request waiting for a database connection: past it, the hold is
+	// answered 503 overloaded instead of queueing without end.
+	queueWait time.Duration
+	sizes     prometheus.Histogram
+	fallback  prometheus.Counter
+	shed      prometheus.Counter
 
 	mu    sync.Mutex
 	lanes map[int64]*lane
@@ -43,8 +49,8 @@ type call struct {
 	err  error
 }
 
-func newCoalescer(svc *Service, maxBatch int, linger time.Duration, reg prometheus.Registerer) *coalescer {
-	c := &coalescer{svc: svc, maxBatch: maxBatch, linger: linger, lanes: map[int64]*lane{},
+func newCoalescer(svc *Service, maxBatch int, linger, queueWait time.Duration, reg prometheus.Registerer) *coalescer {
+	c := &coalescer{svc: svc, maxBatch: maxBatch, linger: linger, queueWait: queueWait, lanes: map[int64]*lane{},
 		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "berth_hold_batch_size",
 			Help:    "Holds per coalesced transaction.",
@@ -54,9 +60,13 @@ func newCoalescer(svc *Service, maxBatch int, linger time.Duration, reg promethe
 			Name: "berth_hold_batch_fallbacks_total",
 			Help: "Coalesced transactions that failed as a whole and were retried one hold at a time.",
 		}),
+		shed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "berth_hold_batch_shed_total",
+			Help: "Holds answered 503 because their batch did not start within the queue wait.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(c.sizes, c.fallback)
+		reg.MustRegister(c.sizes, c.fallback, c.shed)
 	}
 	return c
 }
@@ -74,14 +84,48 @@ func (c *coalescer) hold(ctx context.Context, r HoldRequest) (*booking.Booking, 
 	if !running {
 		go c.run(r.FlightID, l)
 	}
-	select {
-	case <-cl.done:
-		return cl.b, cl.err
-	case <-ctx.Done():
-		// The hold may still be made by a batch already under way; it then
-		// expires like any unpaid hold.
-		return nil, ctx.Err()
+	var queued <-chan time.Time
+	if c.queueWait > 0 {
+		t := time.NewTimer(c.queueWait)
+		defer t.Stop()
+		queued = t.C
 	}
+	for {
+		select {
+		case <-cl.done:
+			return cl.b, cl.err
+		case <-ctx.Done():
+			// The hold may still be made by a batch already under way; it
+			// then expires like any unpaid hold.
+			return nil, ctx.Err()
+		case <-queued:
+			queued = nil
+			if c.unqueue(r.FlightID, cl) {
+				c.shed.Inc()
+				e := fault.New(fault.Overloaded, "too many holds on flight %d at once; try again shortly", r.FlightID)
+				e.RetryAfter = time.Second
+				return nil, e
+			}
+			// Its batch has started: wait for it.
+		}
+	}
+}
+
+// unqueue takes cl out of its lane if no batch has taken it yet.
+func (c *coalescer) unqueue(flightID int64, cl *call) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, ok := c.lanes[flightID]
+	if !ok {
+		return false
+	}
+	for i, w := range l.waiting {
+		if w == cl {
+			l.waiting = append(l.waiting[:i], l.waiting[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // run flushes the lane's waiting holds until none are left.

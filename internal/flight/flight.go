@@ -83,8 +83,11 @@ type Config struct {
 	Coalesce bool
 	MaxBatch int
 	Linger   time.Duration
-	Log      *slog.Logger
-	Registry prometheus.Registerer
+	// QueueWait bounds how long a coalesced hold waits for its batch to
+	// start (0: no bound); past it the hold is answered 503 overloaded.
+	QueueWait time.Duration
+	Log       *slog.Logger
+	Registry  prometheus.Registerer
 	// ReadPool, when set, serves searches and seat maps
 	// (BERTH_DATABASE_READ_URL).
 	ReadPool *pgxpool.Pool
@@ -119,7 +122,7 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 		searches: guard.NewCache[[]*Flight](cfg.SearchTTL, cfg.MaxCacheKey),
 	}
 	if cfg.Coalesce {
-		s.coalescer = newCoalescer(s, cfg.MaxBatch, cfg.Linger, cfg.Registry)
+		s.coalescer = newCoalescer(s, cfg.MaxBatch, cfg.Linger, cfg.QueueWait, cfg.Registry)
 	}
 	return s
 }

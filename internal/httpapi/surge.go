@@ -27,11 +27,15 @@ func (s *Server) surgeRoutes() {
 // without a concurrency slot, since they only ask Redis.
 const laneRoom guard.Lane = "room"
 
-// laneOf is the concurrency lane of a route: holds, public reads, probes,
-// and everything else.
+// laneOf is the concurrency lane of a route: holds, public reads, probes
+// and webhooks (never limited), and everything else.
 func laneOf(pattern string, who access) guard.Lane {
 	switch {
 	case pattern == "GET /healthz" || pattern == "GET /readyz":
+		return guard.LaneNone
+	case pattern == "POST /payments/webhook":
+		// Money from the gateway is never shed: it is signed, comes at the
+		// gateway's pace, and a delay could let a paid hold expire.
 		return guard.LaneNone
 	case strings.HasPrefix(pattern, "GET /waiting-room/"):
 		return laneRoom

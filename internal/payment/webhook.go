@@ -216,8 +216,12 @@ func requestRefund(ctx context.Context, tx pgx.Tx, r RefundRequested, now time.T
 // A failure of a transaction that is not the booking's charge, or of one
 // whose money was already recorded, changes nothing.
 func (s *Service) chargeFailed(ctx context.Context, d WebhookData) (string, error) {
-	var result string
+	var (
+		result string
+		freed  *booking.Booking
+	)
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		freed = nil
 		var ours *string
 		err := tx.QueryRow(ctx, `SELECT provider_txn_id FROM charge WHERE booking_id = $1`, d.BookingID).Scan(&ours)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -235,16 +239,19 @@ func (s *Service) chargeFailed(ctx context.Context, d WebhookData) (string, erro
 			result = "already_succeeded"
 			return nil
 		}
-		_, released, err := s.life.FailPayment(ctx, tx, d.BookingID)
+		b, released, err := s.life.FailPayment(ctx, tx, d.BookingID)
 		if err != nil {
 			return err
 		}
 		result = "not_held"
 		if released {
-			result = "released"
+			result, freed = "released", b
 		}
 		return nil
 	})
+	if err == nil && freed != nil && s.onRelease != nil {
+		s.onRelease(ctx, freed)
+	}
 	return result, err
 }
 

@@ -66,6 +66,12 @@ func StartProcess(t testing.TB, dbURL string, env ...string) *Process {
 		"BERTH_AUTH_SECRET="+AuthSecret,
 		"BERTH_WEBHOOK_SECRET="+WebhookSecret,
 		"BERTH_LOG_LEVEL=info",
+		// As in TestConfig: the rule tests are not about the limits, and a
+		// race-instrumented process on a busy machine may wait long for a
+		// connection. Tests of the surge layers set their own.
+		"BERTH_HOLD_LIMIT=off",
+		"BERTH_REQUEST_LIMIT=off",
+		"BERTH_SHED_WAIT=5s",
 		"GORACE=halt_on_error=1",
 	)
 	cmd.Env = append(cmd.Env, env...)
