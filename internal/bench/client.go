@@ -125,9 +125,18 @@ func (c *client) do(ctx context.Context, k call) answer {
 }
 
 // must runs a setup request and fails unless it answered want.
+//
+// Setup competes with warm-up and background work for berth's database
+// connections, so, like any well-behaved client, it waits and asks again
+// when berth sheds it (503) or limits it (429), a bounded number of times.
 func (c *client) must(ctx context.Context, k call, want int) (answerFields, error) {
 	k.decode = true
 	a := c.do(ctx, k)
+	for try := 1; try < 20 && a.err == nil && (a.status == http.StatusServiceUnavailable ||
+		(a.status == http.StatusTooManyRequests && a.fields.Code == "rate_limited")); try++ {
+		sleepUntil(ctx, time.Now().Add(time.Duration(try)*50*time.Millisecond))
+		a = c.do(ctx, k)
+	}
 	if a.err != nil {
 		return a.fields, fmt.Errorf("%s %s: %w", k.method, k.url, a.err)
 	}

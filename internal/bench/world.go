@@ -142,9 +142,20 @@ type server struct {
 	stopped bool
 }
 
+// benchDefaults replace berth's defaults where they would measure the load
+// generator rather than berth: all load comes from one loopback address,
+// and the closed loops reuse their customers, so the per-client request
+// limit and the per-customer hold limit are off unless BERTH_* says
+// otherwise.
+var benchDefaults = map[string]string{
+	"BERTH_HOLD_LIMIT":    "off",
+	"BERTH_REQUEST_LIMIT": "off",
+}
+
 // serverConfig returns the settings of the berth under test: berth's
-// defaults and whatever BERTH_* settings getenv supplies, with the
-// database, fresh secrets, a loopback address and protect forced.
+// defaults (but benchDefaults) and whatever BERTH_* settings getenv
+// supplies, with the database, fresh secrets, a loopback address and
+// protect forced.
 func serverConfig(dbURL, redisURL string, protect bool, getenv func(string) string) (config.Config, error) {
 	forced := map[string]string{
 		"BERTH_DATABASE_URL":   dbURL,
@@ -159,9 +170,11 @@ func serverConfig(dbURL, redisURL string, protect bool, getenv func(string) stri
 			return v
 		}
 		if getenv != nil {
-			return getenv(k)
+			if v := getenv(k); v != "" {
+				return v
+			}
 		}
-		return ""
+		return benchDefaults[k]
 	})
 	if err != nil {
 		return cfg, fmt.Errorf("settings of the berth under test: %w", err)
