@@ -26,10 +26,11 @@ func seedCmd(ctx context.Context, args []string, getenv func(string) string, std
 	fs.IntVar(&f.Workers, "workers", f.Workers, "parallel COPY streams")
 	c := seed.CarDefaults(now)
 	carFlags(fs, &c)
+	events := eventAuditFlags(fs, getenv)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c.Seed, c.Workers = f.Seed, f.Workers
+	c.Seed, c.Workers, c.EventRetention = f.Seed, f.Workers, events.retention
 	if *url == "" {
 		return fmt.Errorf("BERTH_DATABASE_URL: is required")
 	}

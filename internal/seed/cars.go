@@ -31,11 +31,14 @@ type Cars struct {
 	FutureDays int // how far ahead bookings reach
 	// Popular is the share of cars (percent) booked five times as often as
 	// the others: the few hundred cars everyone wants before Tet.
-	Popular  int
-	Seed     uint64 // makes the cars and history reproducible
-	Workers  int    // parallel COPY streams
-	Currency string
-	Progress io.Writer // progress lines go here; nil for none
+	Popular int
+	Seed    uint64 // makes the cars and history reproducible
+	// EventRetention is how far back the history keeps its booking
+	// events (BERTH_EVENT_RETENTION); older ones would have been pruned.
+	EventRetention time.Duration
+	Workers        int // parallel COPY streams
+	Currency       string
+	Progress       io.Writer // progress lines go here; nil for none
 }
 
 // CarDefaults is the fleet of the car document: 20,000 cars across the big
@@ -43,7 +46,8 @@ type Cars struct {
 // 60 days.
 func CarDefaults(now time.Time) Cars {
 	return Cars{Cars: 20_000, Bookings: 200_000, Cities: []string{"HCM", "HN", "DN", "NT", "PQ", "DL", "HP", "CT"},
-		Now: now, PastDays: 180, FutureDays: 60, Popular: 2, Seed: 1, Workers: 2, Currency: "VND"}
+		Now: now, PastDays: 180, FutureDays: 60, Popular: 2, Seed: 1, Workers: 2, Currency: "VND",
+		EventRetention: 7 * 24 * time.Hour}
 }
 
 // Registration prefixes of the cities berth knows, for plausible plates;
@@ -124,6 +128,12 @@ func LoadCars(ctx context.Context, pool *pgxpool.Pool, c Cars) (cars, bookings i
 	if err != nil {
 		return 0, 0, err
 	}
+	events, err := completeHistory(ctx, pool, ids, c.Now, c.EventRetention)
+	if err != nil {
+		return 0, 0, err
+	}
+	progress(c.Progress, "car history: charges, refunds and %d recent events written (%s)\n", events,
+		time.Since(start).Round(time.Millisecond))
 	if _, err := pool.Exec(ctx, `ANALYZE car; ANALYZE booking`); err != nil {
 		return 0, 0, fmt.Errorf("seed: analyze: %w", err)
 	}

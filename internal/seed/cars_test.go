@@ -37,7 +37,7 @@ func TestLoadCars(t *testing.T) {
 	if stored != bookings || statuses != 5 || cities != 8 || pastLive != 0 || futureDone != 0 {
 		t.Errorf("%d bookings stored in %d statuses, %d cities, %d past live, %d future done", stored, statuses, cities, pastLive, futureDone)
 	}
-	results, err := audit.Run(ctx, pool, audit.Options{Now: now, SweepInterval: 30 * time.Second})
+	results, err := audit.Run(ctx, pool, audit.Options{Now: now, SweepInterval: 30 * time.Second, EventRetention: c.EventRetention})
 	if err != nil {
 		t.Fatal(err)
 	}
