@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"path/filepath"
 	"time"
 
@@ -27,6 +28,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	addr := fs.String("http-addr", "127.0.0.1:8080", "listen address")
 	days := fs.Int("days", 3, "days of demo schedule")
 	flights := fs.Int("flights", 300, "demo flights per day")
+	cars := fs.Int("cars", 500, "demo cars (with a history of bookings)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,6 +79,11 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if _, _, err := seed.LoadFlights(ctx, a.Pool, sf); err != nil {
 		return err
 	}
+	sc := seed.CarDefaults(now)
+	sc.Cars, sc.Bookings, sc.Progress, sc.EventRetention = *cars, *cars*5, stderr, cfg.Events.Retention
+	if _, _, err := seed.LoadCars(ctx, a.Pool, sc); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
@@ -85,7 +92,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return a.Run(ctx, ln)
 }
 
-func printWelcome(w io.Writer, url string, secret []byte, now time.Time, a *app.App) {
+func printWelcome(w io.Writer, base string, secret []byte, now time.Time, a *app.App) {
 	tok := func(role string, sub int64) string {
 		t, err := auth.Issue(secret, sub, role, now, 30*24*time.Hour)
 		if err != nil {
@@ -98,6 +105,8 @@ func printWelcome(w io.Writer, url string, secret []byte, now time.Time, a *app.
 	var id int64
 	_ = a.Pool.QueryRow(context.Background(), `SELECT origin, destination, departure_date, id FROM flight
 		WHERE departure_at > $1 ORDER BY departure_at LIMIT 1`, now).Scan(&from, &to, &date, &id)
+	ict := time.FixedZone("", 7*3600)
+	pickup := time.Date(now.Year(), now.Month(), now.Day()+100, 9, 0, 0, 0, ict)
 	fmt.Fprintf(w, `
 berth is running at %[1]s
 
@@ -111,7 +120,13 @@ Try:
   curl %[1]s/flights/%[8]d/seats
   curl -X POST %[1]s/bookings -H 'Authorization: Bearer %[2]s' \
        -d '{"flightId": %[8]d, "fareClass": "ECONOMY", "seats": ["12A", "12B"]}'
+  curl '%[1]s/cars?city=HN&from=%[11]s&to=%[12]s'
+  curl -X POST %[1]s/bookings -H 'Authorization: Bearer %[2]s' -H 'Idempotency-Key: demo-1' \
+       -d '{"carId": <id from the search>, "from": "%[9]s", "to": "%[10]s"}'
+  Pay a hold: POST /bookings/{id}/payments (Idempotency-Key) and open the checkoutUrl it returns.
 
 Stop with Ctrl-C. Data stays in .berth/ (delete it to start afresh).
-`, url, tok(auth.Customer, 1001), tok(auth.Host, 2001), tok(auth.Admin, 1), from, to, date.Format(time.DateOnly), id)
+`, base, tok(auth.Customer, 1001), tok(auth.Host, 2001), tok(auth.Admin, 1), from, to, date.Format(time.DateOnly), id,
+		pickup.Format(time.RFC3339), pickup.Add(72*time.Hour).Format(time.RFC3339),
+		url.QueryEscape(pickup.Format(time.RFC3339)), url.QueryEscape(pickup.Add(72*time.Hour).Format(time.RFC3339)))
 }
