@@ -79,34 +79,170 @@ func (p InProcess) Publish(ctx context.Context, msgs []outbox.Message) error {
 	return p.D.DeliverAll(ctx, p.Consumers, evs)
 }
 
-// DeliverAll delivers evs to every consumer. Each consumer gets one
-// booking's events in the order of evs; different bookings and different
-// consumers proceed concurrently, up to Workers at once.
+// DeliverAll delivers evs to every consumer, the consumers concurrently
+// (up to Workers at once). Each consumer takes the whole batch in one
+// transaction (deliverBatch), so one commit serves many events; a booking
+// whose event fails there, and its later events, go one by one through
+// Deliver afterwards, in order, with its retries and parking.
 func (d *Dispatcher) DeliverAll(ctx context.Context, consumers []Consumer, evs []Event) error {
-	var order []int64
-	byBooking := map[int64][]Event{}
-	for _, e := range evs {
-		if _, seen := byBooking[e.BookingID]; !seen {
-			order = append(order, e.BookingID)
-		}
-		byBooking[e.BookingID] = append(byBooking[e.BookingID], e)
-	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(d.Workers, 1))
-	for _, id := range order {
-		for _, c := range consumers {
-			seq := byBooking[id]
-			g.Go(func() error {
-				for _, e := range seq {
-					if err := d.Deliver(gctx, c, e); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-		}
+	for _, c := range consumers {
+		g.Go(func() error { return d.deliverBatch(gctx, c, evs) })
 	}
 	return g.Wait()
+}
+
+// deliverBatch hands c the events of evs it wants in one transaction:
+//
+//   - events of bookings that have an event parked for c are parked behind
+//     it, as Deliver would;
+//   - the rest are claimed at once by inserting their processed-event rows
+//     (an insert waits for another dispatcher's claim of the same event to
+//     commit, then skips it: a duplicate);
+//   - each claimed event is handled in a savepoint of its own; when one
+//     fails, its savepoint and its claim are undone, and it and the later
+//     events of its booking are left to Deliver, one by one and in order,
+//     once the batch has committed.
+//
+// When the batch transaction fails as a whole, every event goes through
+// Deliver instead.
+func (d *Dispatcher) deliverBatch(ctx context.Context, c Consumer, evs []Event) error {
+	var wanted []Event
+	for _, e := range evs {
+		if s, ok := c.(Selective); !ok || s.Wants(e) {
+			wanted = append(wanted, e)
+		}
+	}
+	if len(wanted) == 0 {
+		return nil
+	}
+	if len(wanted) == 1 {
+		return d.Deliver(ctx, c, wanted[0])
+	}
+	var (
+		later  []Event // for Deliver, in order
+		counts [4][]Event
+	)
+	err := pg.InTx(ctx, d.DB, func(tx pgx.Tx) error {
+		later, counts = later[:0], [4][]Event{}
+		now := d.Clock.Now()
+		blocked, err := parkedBookings(ctx, tx, c.Name(), wanted)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for _, e := range wanted {
+			if !blocked[e.BookingID] {
+				ids = append(ids, e.ID)
+			}
+		}
+		claimed, err := claim(ctx, tx, c.Name(), ids, now)
+		if err != nil {
+			return err
+		}
+		failed := map[int64]bool{}
+		var unclaim []string
+		for _, e := range wanted {
+			switch {
+			case blocked[e.BookingID]:
+				if _, err := park(ctx, tx, c.Name(), e, now, 0, now, ""); err != nil {
+					return err
+				}
+				counts[parked] = append(counts[parked], e)
+			case !claimed[e.ID]:
+				counts[duplicate] = append(counts[duplicate], e)
+			case failed[e.BookingID]:
+				later, unclaim = append(later, e), append(unclaim, e.ID)
+			default:
+				sp, err := tx.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				if herr := handle(ctx, c, sp, e); herr != nil {
+					if err := sp.Rollback(ctx); err != nil {
+						return err
+					}
+					d.failed(c, e, herr)
+					failed[e.BookingID] = true
+					later, unclaim = append(later, e), append(unclaim, e.ID)
+					continue
+				}
+				if err := sp.Commit(ctx); err != nil {
+					return err
+				}
+				counts[processed] = append(counts[processed], e)
+			}
+		}
+		if len(unclaim) > 0 {
+			if _, err := tx.Exec(ctx, `DELETE FROM consumer_event WHERE consumer = $1 AND event_id = ANY($2)`,
+				c.Name(), unclaim); err != nil {
+				return fmt.Errorf("consumer %s: release claims: %w", c.Name(), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		d.Log.Info("batch delivery failed; delivering one by one", "consumer", c.Name(), "events", len(wanted), "err", err)
+		later = wanted
+	} else {
+		for out, es := range counts {
+			for _, e := range es {
+				d.count(c, e, outcome(out))
+			}
+		}
+	}
+	for _, e := range later {
+		if err := d.Deliver(ctx, c, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parkedBookings returns which bookings of evs have an event parked for
+// consumer.
+func parkedBookings(ctx context.Context, tx pgx.Tx, consumer string, evs []Event) (map[int64]bool, error) {
+	ids := make([]int64, len(evs))
+	for i, e := range evs {
+		ids[i] = e.BookingID
+	}
+	rows, err := tx.Query(ctx, `SELECT DISTINCT booking_id FROM consumer_parked WHERE consumer = $1 AND booking_id = ANY($2)`,
+		consumer, ids)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: look up parked bookings: %w", consumer, err)
+	}
+	out := map[int64]bool{}
+	var id int64
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { out[id] = true; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: look up parked bookings: %w", consumer, err)
+	}
+	return out, nil
+}
+
+// claim inserts the processed-event rows of ids for consumer and returns
+// the ones it inserted (not processed before).
+func claim(ctx context.Context, tx pgx.Tx, consumer string, ids []string, now time.Time) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := tx.Query(ctx, `INSERT INTO consumer_event (consumer, event_id, processed_at)
+		SELECT $1, id, $3 FROM unnest($2::text[]) AS id
+		ON CONFLICT DO NOTHING RETURNING event_id`, consumer, ids, now)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: claim %d events: %w", consumer, len(ids), err)
+	}
+	var id string
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { out[id] = true; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: claim %d events: %w", consumer, len(ids), err)
+	}
+	return out, nil
 }
 
 type outcome int

@@ -120,9 +120,11 @@ func holdBatch(ctx context.Context, tx pgx.Tx, flightID int64, reqs []HoldReques
 		results[idx[k]].b = b
 	}
 	if len(seatNos) > 0 {
+		// seat_no = ANY($2) lets the planner fetch just these seats by the
+		// primary key, rather than every seat of the flight for a join.
 		tag, err := tx.Exec(ctx, `UPDATE seat s SET status = 'HELD', booking_id = u.booking_id, held_until = $3
 			FROM unnest($2::text[], $4::bigint[]) AS u(seat_no, booking_id)
-			WHERE s.flight_id = $1 AND s.seat_no = u.seat_no
+			WHERE s.flight_id = $1 AND s.seat_no = ANY($2) AND s.seat_no = u.seat_no
 			  AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= $5))`,
 			flightID, seatNos, bookings[0].HoldExpiresAt, owners, now)
 		if err != nil {

@@ -18,7 +18,7 @@ import (
 
 // benchFlight inserts a flight departing in a week with one ECONOMY class
 // of rows×letters seats and a quota of quota units, and returns its id.
-func benchFlight(b *testing.B, pool *pgxpool.Pool, rows int, letters string, quota int) int64 {
+func benchFlight(b testing.TB, pool *pgxpool.Pool, rows int, letters string, quota int) int64 {
 	b.Helper()
 	ctx := context.Background()
 	rule, _ := json.Marshal(policy.FlightDefault)

@@ -25,6 +25,9 @@ type coalescer struct {
 	svc      *Service
 	maxBatch int
 	linger   time.Duration
+	// regroup is the longest pause after a batch of several holds to let
+	// their callers' next holds gather for the next flush.
+	regroup time.Duration
 	// queueWait is the longest a hold waits for its batch to start, like a
 	// request waiting for a database connection: past it, the hold is
 	// answered 503 overloaded instead of queueing without end.
@@ -50,7 +53,8 @@ type call struct {
 }
 
 func newCoalescer(svc *Service, maxBatch int, linger, queueWait time.Duration, reg prometheus.Registerer) *coalescer {
-	c := &coalescer{svc: svc, maxBatch: maxBatch, linger: linger, queueWait: queueWait, lanes: map[int64]*lane{},
+	c := &coalescer{svc: svc, maxBatch: maxBatch, linger: linger, regroup: 2 * time.Millisecond, queueWait: queueWait,
+		lanes: map[int64]*lane{},
 		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "berth_hold_batch_size",
 			Help:    "Holds per coalesced transaction.",
@@ -128,12 +132,20 @@ func (c *coalescer) unqueue(flightID int64, cl *call) bool {
 	return false
 }
 
-// run flushes the lane's waiting holds until none are left.
+// run flushes the lane's waiting holds until none are left. After a batch
+// of several holds it lingers a moment before the next flush: the callers
+// it just answered tend to come back together, and one flush for all of
+// them beats a flush for the first alone and another for the rest. A lane
+// that was idle flushes its first hold at once.
 func (c *coalescer) run(flightID int64, l *lane) {
 	if c.linger > 0 {
 		time.Sleep(c.linger)
 	}
+	last := 0
 	for {
+		if last > 1 && c.regroup > 0 {
+			c.awaitGroup(l, last, time.Now().Add(c.regroup))
+		}
 		c.mu.Lock()
 		var batch []*call
 		for len(l.waiting) > 0 && len(batch) < c.maxBatch {
@@ -153,6 +165,22 @@ func (c *coalescer) run(flightID int64, l *lane) {
 		}
 		c.mu.Unlock()
 		c.flush(flightID, batch)
+		last = len(batch)
+	}
+}
+
+// awaitGroup waits until the lane holds as many holds as the last batch
+// (or maxBatch), or until the deadline: the regrouping pause after a batch.
+func (c *coalescer) awaitGroup(l *lane, want int, deadline time.Time) {
+	want = min(want, c.maxBatch)
+	for {
+		c.mu.Lock()
+		n := len(l.waiting)
+		c.mu.Unlock()
+		if n >= want || !time.Now().Before(deadline) {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }
 

@@ -57,6 +57,11 @@ type Relay struct {
 	// LISTEN/NOTIFY listener); the relay also polls every PollInterval.
 	Wake         <-chan struct{}
 	PollInterval time.Duration
+	// Gather is how long the relay waits after a wake-up before its pass,
+	// so that the events of commits landing together go in one pass (and
+	// so in one consumer transaction) instead of one pass each; the usual
+	// delay from commit to publish stays a few milliseconds.
+	Gather time.Duration
 	// LanesPerPass and BatchSize bound one pass; PassTimeout bounds its
 	// time, publishing included.
 	LanesPerPass int
@@ -74,8 +79,9 @@ type Relay struct {
 
 // Defaults for the zero values of a Relay's settings.
 const (
-	DefaultLanesPerPass = 8
+	DefaultLanesPerPass = 64
 	DefaultBatchSize    = 500
+	DefaultGather       = 5 * time.Millisecond
 	DefaultPollInterval = time.Second
 )
 
@@ -85,6 +91,11 @@ func (r *Relay) defaults() {
 	}
 	if r.BatchSize <= 0 {
 		r.BatchSize = DefaultBatchSize
+	}
+	if r.Gather < 0 {
+		r.Gather = 0
+	} else if r.Gather == 0 {
+		r.Gather = DefaultGather
 	}
 	if r.PollInterval <= 0 {
 		r.PollInterval = DefaultPollInterval
@@ -132,6 +143,11 @@ func (r *Relay) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-r.Wake:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(r.Gather):
+			}
 		case <-poll.C:
 		}
 	}
