@@ -54,14 +54,14 @@ type Deps struct {
 type Server struct {
 	Deps
 	log     *slog.Logger
-	mux     *http.ServeMux
+	mux     *routeMux
 	metrics *metrics
 	tokens  *tokenCache // verified bearer tokens, with the surge layers on
 }
 
 // New returns the API's handler.
 func New(d Deps) *Server {
-	s := &Server{Deps: d, log: d.Log, mux: http.NewServeMux(), metrics: newMetrics(d.Registry)}
+	s := &Server{Deps: d, log: d.Log, mux: newRouteMux(), metrics: newMetrics(d.Registry)}
 	if d.Guard.On() {
 		s.tokens = newTokenCache()
 	}
@@ -73,6 +73,7 @@ func (s *Server) routes() {
 	s.handle("GET /healthz", public, s.healthz)
 	s.handle("GET /readyz", public, s.readyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
+	s.handle("GET /openapi.yaml", public, s.openAPI)
 
 	s.handle("GET /flights", public, s.searchFlights)
 	s.handle("GET /flights/{id}", public, s.getFlight)
@@ -127,6 +128,7 @@ func (s *Server) handle(pattern string, who access, h handlerFunc) {
 			s.writeError(w, r, err)
 		}
 	})
+	s.mux.allow(pattern, who)
 }
 
 func (s *Server) authenticate(r *http.Request, who access) (booking.Caller, error) {
