@@ -29,6 +29,7 @@ Commands:
   paysim    run the payment gateway simulator (checkout page, signed webhooks)
   dev       run a local stack: private PostgreSQL, migrations, demo data, serve
   audit     check the invariants against a database; exit 1 on any violation
+  bench     load-test berth in this process, bare and protected, side by side
 
 Settings come from BERTH_* environment variables (see README.md); each
 command's flags override them: berth <command> -h lists them.

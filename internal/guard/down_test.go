@@ -35,8 +35,14 @@ func TestRedisDown(t *testing.T) {
 		c.RequestLimit = config.Rate{N: 1000, Window: time.Minute}
 	})
 	r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/readyz"})
-	if r.Status != http.StatusServiceUnavailable || r.Map(t)["redis"] != "unavailable" || r.Map(t)["database"] != "ok" {
-		t.Errorf("readyz: %d %s, want 503 naming redis", r.Status, r.Body)
+	var ready struct {
+		Code   string
+		Checks map[string]string
+	}
+	r.JSON(t, &ready)
+	if r.Status != http.StatusServiceUnavailable || ready.Code != "overloaded" || ready.Checks["redis"] != "unavailable" ||
+		ready.Checks["database"] != "ok" || r.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("readyz: %d %s, want a 503 problem naming redis", r.Status, r.Body)
 	}
 	if up := metric(t, s.App.Registry, "berth_guard_redis_up", nil); up != 0 {
 		t.Errorf("berth_guard_redis_up = %v, want 0", up)

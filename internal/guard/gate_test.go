@@ -2,6 +2,7 @@ package guard_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -185,6 +186,43 @@ func TestHoldLimit(t *testing.T) {
 	}
 	// Others are not affected.
 	bookingID(t, book(s, 2, seatHold(flightID, "ECONOMY", "10D"), ""))
+}
+
+// The hold limit counts a customer's car holds too: the car document's
+// customers who block many cars before Tet and never pay.
+func TestHoldLimitCoversCars(t *testing.T) {
+	t.Parallel()
+	redisURL, prefix := apptest.SharedRedis(t)
+	s := start(t, "", redisURL, prefix, func(c *config.Config) { c.HoldLimit = config.Rate{N: 3, Window: 15 * time.Minute} })
+	var cars []int64
+	for i := range 4 {
+		r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/host/cars", Token: s.Token("host", 50), Body: map[string]any{
+			"plate": fmt.Sprintf("30A-%05d", i), "model": "Toyota Vios", "city": "HN", "dailyPrice": 800000,
+			"deposit": 5000000, "currency": "VND", "turnaround": "2h"}})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("list a car: %d %s", r.Status, r.Body)
+		}
+		cars = append(cars, int64(r.Map(t)["id"].(float64)))
+	}
+	from := apptest.Epoch.Add(10 * 24 * time.Hour)
+	hold := func(customer, car int64) *apptest.Response {
+		return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", customer),
+			Header: map[string]string{"Idempotency-Key": fmt.Sprintf("k-%d-%d", customer, car)},
+			Body:   map[string]any{"carId": car, "from": from.Format(time.RFC3339), "to": from.Add(48 * time.Hour).Format(time.RFC3339)}})
+	}
+	for _, car := range cars[:3] {
+		if r := hold(1, car); r.Status != http.StatusCreated {
+			t.Fatalf("car hold: %d %s", r.Status, r.Body)
+		}
+	}
+	r := hold(1, cars[3])
+	if r.Status != http.StatusTooManyRequests || r.Code() != "rate_limited" {
+		t.Fatalf("fourth car hold: %d %s, want 429 rate_limited", r.Status, r.Body)
+	}
+	retryAfter(t, r)
+	if r := hold(2, cars[3]); r.Status != http.StatusCreated {
+		t.Errorf("another customer's hold: %d %s", r.Status, r.Body)
+	}
 }
 
 // Every route limits each client's requests (by token subject, else by

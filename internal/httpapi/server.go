@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"time"
 
@@ -234,19 +235,21 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ booking.Caller
 		checks[name] = check
 	}
 	out := map[string]string{}
-	status := http.StatusOK
+	var down []string
 	for name, check := range checks {
 		if err := check(ctx); err != nil {
 			out[name] = "unavailable"
-			status = http.StatusServiceUnavailable
+			down = append(down, name)
 			s.log.Warn("not ready", "dependency", name, "err", err)
 			continue
 		}
 		out[name] = "ok"
 	}
-	if status != http.StatusOK {
-		w.Header().Set("Retry-After", "5")
+	if len(down) > 0 {
+		sort.Strings(down)
+		return &fault.Error{Code: fault.Overloaded, Detail: "not ready: " + strings.Join(down, ", ") + " unavailable",
+			RetryAfter: 5 * time.Second, Extra: map[string]any{"checks": out}}
 	}
-	writeJSON(w, status, out)
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -54,17 +54,20 @@ type RefundCompleted struct {
 var currencyRe = regexp.MustCompile(`^[A-Za-z]{3}$`)
 
 // HandleWebhook verifies and processes one webhook delivery. It returns nil
-// for every validly signed delivery it could process, duplicates and
-// unknown event types included (the gateway retries anything else), and
-// fault.Unauthenticated for a bad signature or timestamp,
-// fault.InvalidRequest for a signed body it cannot read.
+// for every validly signed delivery, duplicates and unknown event types
+// included (API.md: the gateway retries anything else), and
+// fault.Unauthenticated for a bad signature or timestamp. A signed body it
+// cannot read or act on is logged as an error and counted for operators to
+// take up with the gateway: asking the gateway to send it again would not
+// make it readable. Another error means processing failed and the gateway
+// should retry.
 func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte) error {
 	if err := Verify(s.webhookKey, h, body, s.clock.Now()); err != nil {
 		return err
 	}
 	var w Webhook
 	if err := json.Unmarshal(body, &w); err != nil {
-		return fault.New(fault.InvalidRequest, "the webhook body is not the expected JSON: %v", err)
+		return s.unprocessable("", "", fmt.Errorf("the body is not the expected JSON: %w", err))
 	}
 	d := w.Data
 	switch w.Type {
@@ -77,11 +80,11 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 	}
 	switch {
 	case d.ProviderTxnID == "" || len(d.ProviderTxnID) > 255:
-		return fault.Invalid("data.providerTxnId", "must be 1 to 255 characters")
+		return s.unprocessable(w.Type, d.ProviderTxnID, errors.New("data.providerTxnId must be 1 to 255 characters"))
 	case d.Amount < 0:
-		return fault.Invalid("data.amount", "must not be negative")
+		return s.unprocessable(w.Type, d.ProviderTxnID, errors.New("data.amount must not be negative"))
 	case !currencyRe.MatchString(d.Currency) && w.Type != ChargeFailed:
-		return fault.Invalid("data.currency", "must be an ISO 4217 code")
+		return s.unprocessable(w.Type, d.ProviderTxnID, errors.New("data.currency must be an ISO 4217 code"))
 	}
 	var (
 		result string
@@ -100,6 +103,13 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 	}
 	s.webhooks.WithLabelValues(w.Type, result).Inc()
 	s.log.Debug("webhook", "type", w.Type, "txn", d.ProviderTxnID, "booking", d.BookingID, "result", result)
+	return nil
+}
+
+// unprocessable answers a validly signed delivery berth cannot act on.
+func (s *Service) unprocessable(typ, txn string, why error) error {
+	s.webhooks.WithLabelValues(typ, "unprocessable").Inc()
+	s.log.Error("signed webhook berth cannot process; take it up with the gateway", "type", typ, "txn", txn, "err", why)
 	return nil
 }
 

@@ -389,3 +389,52 @@ func TestMoneyForABookingThatCannotTakeIt(t *testing.T) {
 	}
 	mustAudit(t, s)
 }
+
+// A validly signed delivery berth cannot read or act on still gets 200 (the
+// gateway would only send it again), records nothing, and is counted for
+// operators.
+func TestSignedButUnprocessableWebhooksAreAcknowledged(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	pool := s.App.Pool
+	bodies := map[string][]byte{
+		"not JSON":          []byte(`charge succeeded, trust me`),
+		"negative amount":   []byte(`{"type":"charge.succeeded","data":{"bookingId":1,"providerTxnId":"tx-neg","amount":-5,"currency":"VND"}}`),
+		"no transaction id": []byte(`{"type":"charge.succeeded","data":{"bookingId":1,"providerTxnId":"","amount":5,"currency":"VND"}}`),
+		"no currency":       []byte(`{"type":"charge.succeeded","data":{"bookingId":1,"providerTxnId":"tx-cur","amount":5,"currency":"V"}}`),
+	}
+	for name, body := range bodies {
+		hh := http.Header{}
+		payment.SignHeaders(hh, paytest.Key(t), "msg_"+name, s.Clock.Now(), body)
+		h := map[string]string{}
+		for _, k := range []string{payment.HeaderID, payment.HeaderTimestamp, payment.HeaderSignature} {
+			h[k] = hh.Get(k)
+		}
+		if r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/payments/webhook", Body: body, Header: h}); r.Status != http.StatusOK {
+			t.Errorf("%s: %d %s, want 200", name, r.Status, r.Body)
+		}
+	}
+	if n := count(t, pool, `SELECT count(*) FROM payment`); n != 0 {
+		t.Errorf("%d payments recorded, want none", n)
+	}
+	mfs, err := s.App.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unprocessable float64
+	for _, mf := range mfs {
+		if mf.GetName() != "berth_payment_webhooks_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == "unprocessable" {
+					unprocessable += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if unprocessable != float64(len(bodies)) {
+		t.Errorf("%v deliveries counted unprocessable, want %d", unprocessable, len(bodies))
+	}
+}
