@@ -81,9 +81,9 @@ func (p InProcess) Publish(ctx context.Context, msgs []outbox.Message) error {
 
 // DeliverAll delivers evs to every consumer, the consumers concurrently
 // (up to Workers at once). Each consumer takes the whole batch in one
-// transaction (deliverBatch), so one commit serves many events; a booking
-// whose event fails there, and its later events, go one by one through
-// Deliver afterwards, in order, with its retries and parking.
+// transaction (deliverBatch), so one commit serves many events; when an
+// event fails there, the batch goes one by one through Deliver instead, in
+// order, with its retries and parking.
 func (d *Dispatcher) DeliverAll(ctx context.Context, consumers []Consumer, evs []Event) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(d.Workers, 1))
@@ -99,14 +99,13 @@ func (d *Dispatcher) DeliverAll(ctx context.Context, consumers []Consumer, evs [
 //     it, as Deliver would;
 //   - the rest are claimed at once by inserting their processed-event rows
 //     (an insert waits for another dispatcher's claim of the same event to
-//     commit, then skips it: a duplicate);
-//   - each claimed event is handled in a savepoint of its own; when one
-//     fails, its savepoint and its claim are undone, and it and the later
-//     events of its booking are left to Deliver, one by one and in order,
-//     once the batch has committed.
+//     commit, then skips it: a duplicate), and handled in order.
 //
-// When the batch transaction fails as a whole, every event goes through
-// Deliver instead.
+// Handling failures are rare, so the batch does not pay for a savepoint per
+// event: when one fails, the whole transaction rolls back and every event
+// of the batch goes through Deliver, one by one and in order, with its
+// retries and parking. An effect outside the database may then happen
+// twice, which it must bear anyway (at least once).
 func (d *Dispatcher) deliverBatch(ctx context.Context, c Consumer, evs []Event) error {
 	var wanted []Event
 	for _, e := range evs {
@@ -120,12 +119,9 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, c Consumer, evs []Event) 
 	if len(wanted) == 1 {
 		return d.Deliver(ctx, c, wanted[0])
 	}
-	var (
-		later  []Event // for Deliver, in order
-		counts [4][]Event
-	)
+	var counts [4][]Event
 	err := pg.InTx(ctx, d.DB, func(tx pgx.Tx) error {
-		later, counts = later[:0], [4][]Event{}
+		counts = [4][]Event{}
 		now := d.Clock.Now()
 		blocked, err := parkedBookings(ctx, tx, c.Name(), wanted)
 		if err != nil {
@@ -141,8 +137,6 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, c Consumer, evs []Event) 
 		if err != nil {
 			return err
 		}
-		failed := map[int64]bool{}
-		var unclaim []string
 		for _, e := range wanted {
 			switch {
 			case blocked[e.BookingID]:
@@ -152,32 +146,12 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, c Consumer, evs []Event) 
 				counts[parked] = append(counts[parked], e)
 			case !claimed[e.ID]:
 				counts[duplicate] = append(counts[duplicate], e)
-			case failed[e.BookingID]:
-				later, unclaim = append(later, e), append(unclaim, e.ID)
 			default:
-				sp, err := tx.Begin(ctx)
-				if err != nil {
-					return err
-				}
-				if herr := handle(ctx, c, sp, e); herr != nil {
-					if err := sp.Rollback(ctx); err != nil {
-						return err
-					}
-					d.failed(c, e, herr)
-					failed[e.BookingID] = true
-					later, unclaim = append(later, e), append(unclaim, e.ID)
-					continue
-				}
-				if err := sp.Commit(ctx); err != nil {
+				if err := handle(ctx, c, tx, e); err != nil {
+					d.failed(c, e, err)
 					return err
 				}
 				counts[processed] = append(counts[processed], e)
-			}
-		}
-		if len(unclaim) > 0 {
-			if _, err := tx.Exec(ctx, `DELETE FROM consumer_event WHERE consumer = $1 AND event_id = ANY($2)`,
-				c.Name(), unclaim); err != nil {
-				return fmt.Errorf("consumer %s: release claims: %w", c.Name(), err)
 			}
 		}
 		return nil
@@ -186,18 +160,17 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, c Consumer, evs []Event) 
 		if ctx.Err() != nil {
 			return err
 		}
-		d.Log.Info("batch delivery failed; delivering one by one", "consumer", c.Name(), "events", len(wanted), "err", err)
-		later = wanted
-	} else {
-		for out, es := range counts {
-			for _, e := range es {
-				d.count(c, e, outcome(out))
+		d.Log.Warn("batch delivery failed; delivering one by one", "consumer", c.Name(), "events", len(wanted), "err", err)
+		for _, e := range wanted {
+			if err := d.Deliver(ctx, c, e); err != nil {
+				return err
 			}
 		}
+		return nil
 	}
-	for _, e := range later {
-		if err := d.Deliver(ctx, c, e); err != nil {
-			return err
+	for out, es := range counts {
+		for _, e := range es {
+			d.count(c, e, outcome(out))
 		}
 	}
 	return nil
