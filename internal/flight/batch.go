@@ -2,6 +2,7 @@ package flight
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,58 +35,61 @@ type seatRow struct {
 // It reads the seats and the fare buckets it needs under row locks (seats
 // in seat order, then buckets in class and bucket order: the order every
 // transaction uses), decides every request against that locked state, and
-// writes all bookings, seats, events and counters in one statement each.
+// writes all bookings, seats, events and counters in one statement each:
+// four round trips to the database in all, however many holds.
 // The writes are still conditional — a seat is set HELD only if it is free
 // or its hold expired, and the bucket CHECKs and the share-sum trigger stand
 // under the counters — so a decision that disagreed with the database would
 // fail the whole batch rather than sell anything twice.
 func holdBatch(ctx context.Context, tx pgx.Tx, flightID int64, reqs []HoldRequest, now time.Time, ttl time.Duration) ([]result, error) {
 	results := make([]result, len(reqs))
-	var classes []string
+	var classes, wanted []string
 	for _, r := range reqs {
 		if !slices.Contains(classes, r.FareClass) {
 			classes = append(classes, r.FareClass)
 		}
+		wanted = append(wanted, r.Seats...)
 	}
-	info, err := loadFlight(ctx, tx, flightID, classes)
-	if fault.CodeOf(err) != "" {
+	slices.Sort(classes)
+	slices.Sort(wanted)
+	wanted = slices.Compact(wanted)
+
+	// The reads go in one round trip, in lock order: the flight's fares
+	// (no lock), the seats (seat order), the buckets (class, bucket order).
+	// Seats of a request that turns out to be invalid are locked too; that
+	// costs nothing but the lock.
+	reads := &pgx.Batch{}
+	reads.Queue(flightInfoSQL, flightID, classes)
+	reads.Queue(lockSeatsSQL, flightID, wanted)
+	reads.Queue(lockBucketsSQL, flightID, classes)
+	br := tx.SendBatch(ctx, reads)
+	rows, err := br.Query()
+	info, infoErr := scanFlightInfo(flightID, rows, err)
+	rows, err = br.Query()
+	seats, seatsErr := scanSeats(flightID, rows, err)
+	rows, err = br.Query()
+	buckets, bucketsErr := scanBuckets(flightID, rows, err)
+	if err := errors.Join(br.Close(), seatsErr, bucketsErr); err != nil {
+		return nil, err
+	}
+	if fault.CodeOf(infoErr) != "" {
 		for i := range results {
-			results[i].err = err
+			results[i].err = infoErr
 		}
 		return results, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	var wanted []string
-	for i := range reqs {
-		if _, results[i].err = info.check(&reqs[i], now); results[i].err == nil {
-			wanted = append(wanted, reqs[i].Seats...)
-		}
-	}
-	seats, err := lockSeats(ctx, tx, flightID, wanted)
-	if err != nil {
-		return nil, err
-	}
-	buckets := map[string][]bucket{}
-	slices.Sort(classes)
-	for _, c := range classes {
-		if _, ok := info.fares[c]; !ok {
-			continue
-		}
-		if buckets[c], err = lockBuckets(ctx, tx, flightID, c); err != nil {
-			return nil, err
-		}
+	if infoErr != nil {
+		return nil, infoErr
 	}
 
 	claimed := map[string]bool{}
 	var plan []planned
 	var idx []int // plan[k] serves reqs[idx[k]]
 	for i := range reqs {
-		if results[i].err != nil {
+		r := reqs[i]
+		if _, results[i].err = info.check(&r, now); results[i].err != nil {
 			continue
 		}
-		r := reqs[i]
 		if results[i].err = seatsFree(r, seats, claimed, now); results[i].err != nil {
 			continue
 		}
@@ -119,43 +123,61 @@ func holdBatch(ctx context.Context, tx pgx.Tx, flightID int64, reqs []HoldReques
 		events[k] = outbox.Event{BookingID: b.ID, Type: outbox.BookingHeld, Data: b.View(), Time: now}
 		results[idx[k]].b = b
 	}
+	// The writes that depend on the bookings' ids go in one round trip.
+	writes := &pgx.Batch{}
 	if len(seatNos) > 0 {
 		// seat_no = ANY($2) lets the planner fetch just these seats by the
 		// primary key, rather than every seat of the flight for a join.
-		tag, err := tx.Exec(ctx, `UPDATE seat s SET status = 'HELD', booking_id = u.booking_id, held_until = $3
+		writes.Queue(`UPDATE seat s SET status = 'HELD', booking_id = u.booking_id, held_until = $3
 			FROM unnest($2::text[], $4::bigint[]) AS u(seat_no, booking_id)
 			WHERE s.flight_id = $1 AND s.seat_no = ANY($2) AND s.seat_no = u.seat_no
 			  AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= $5))`,
 			flightID, seatNos, bookings[0].HoldExpiresAt, owners, now)
+	}
+	sql, args, err := outbox.InsertMany(events)
+	if err != nil {
+		return nil, err
+	}
+	writes.Queue(sql, args...)
+	sql, args = bucketsUpdate(flightID, buckets)
+	writes.Queue(sql, args...)
+	wr := tx.SendBatch(ctx, writes)
+	if len(seatNos) > 0 {
+		tag, err := wr.Exec()
 		if err != nil {
+			_ = wr.Close()
 			return nil, fmt.Errorf("hold seats on flight %d: %w", flightID, err)
 		}
 		if int(tag.RowsAffected()) != len(seatNos) {
+			_ = wr.Close()
 			return nil, fmt.Errorf("hold seats on flight %d: %d of %d seats were free", flightID, tag.RowsAffected(), len(seatNos))
 		}
 	}
-	if err := outbox.WriteMany(ctx, tx, events); err != nil {
-		return nil, err
+	if _, err := wr.Exec(); err != nil {
+		_ = wr.Close()
+		return nil, fmt.Errorf("write %d events: %w", len(events), err)
 	}
-	if err := writeBuckets(ctx, tx, flightID, buckets); err != nil {
+	if _, err := wr.Exec(); err != nil {
+		_ = wr.Close()
+		return nil, fmt.Errorf("update quota on flight %d: %w", flightID, err)
+	}
+	if err := wr.Close(); err != nil {
 		return nil, err
 	}
 	return results, nil
 }
 
-// lockSeats locks the given seats of a flight in seat order and returns
-// their state.
-func lockSeats(ctx context.Context, tx pgx.Tx, flightID int64, seatNos []string) (map[string]seatRow, error) {
-	out := map[string]seatRow{}
-	if len(seatNos) == 0 {
-		return out, nil
-	}
-	slices.Sort(seatNos)
-	rows, err := tx.Query(ctx, `SELECT seat_no, fare_class, status, held_until FROM seat
-		WHERE flight_id = $1 AND seat_no = ANY($2) ORDER BY seat_no FOR UPDATE`, flightID, slices.Compact(seatNos))
+// lockSeatsSQL locks seats $2 of flight $1 in seat order (scanSeats reads
+// its rows).
+const lockSeatsSQL = `SELECT seat_no, fare_class, status, held_until FROM seat
+	WHERE flight_id = $1 AND seat_no = ANY($2) ORDER BY seat_no FOR UPDATE`
+
+// scanSeats reads the rows of lockSeatsSQL.
+func scanSeats(flightID int64, rows pgx.Rows, err error) (map[string]seatRow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock seats on flight %d: %w", flightID, err)
 	}
+	out := map[string]seatRow{}
 	var no string
 	var s seatRow
 	_, err = pgx.ForEachRow(rows, []any{&no, &s.class, &s.status, &s.heldUntil}, func() error {

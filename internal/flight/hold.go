@@ -114,13 +114,22 @@ type flightInfo struct {
 	fares     map[string]fareInfo
 }
 
+// flightInfoSQL reads what holds on a flight ($1) need, for the fare
+// classes $2 (scanFlightInfo reads its rows).
+const flightInfoSQL = `SELECT f.departure_at, fi.fare_class, fi.price, fi.currency, fi.refund_rule::text,
+		(SELECT count(*) FROM fare_bucket b WHERE b.flight_id = f.id AND b.fare_class = fi.fare_class)
+	FROM flight f LEFT JOIN fare_inventory fi ON fi.flight_id = f.id AND fi.fare_class = ANY($2)
+	WHERE f.id = $1`
+
 // loadFlight reads what holds on flightID need. It returns
 // fault.ValidationFailed for an unknown flight.
 func loadFlight(ctx context.Context, tx pgx.Tx, flightID int64, classes []string) (*flightInfo, error) {
-	rows, err := tx.Query(ctx, `SELECT f.departure_at, fi.fare_class, fi.price, fi.currency, fi.refund_rule::text,
-			(SELECT count(*) FROM fare_bucket b WHERE b.flight_id = f.id AND b.fare_class = fi.fare_class)
-		FROM flight f LEFT JOIN fare_inventory fi ON fi.flight_id = f.id AND fi.fare_class = ANY($2)
-		WHERE f.id = $1`, flightID, classes)
+	rows, err := tx.Query(ctx, flightInfoSQL, flightID, classes)
+	return scanFlightInfo(flightID, rows, err)
+}
+
+// scanFlightInfo reads the rows of flightInfoSQL.
+func scanFlightInfo(flightID int64, rows pgx.Rows, err error) (*flightInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read flight %d: %w", flightID, err)
 	}

@@ -59,22 +59,36 @@ func takeQuota(ctx context.Context, tx pgx.Tx, flightID int64, class string, b i
 	return writeBuckets(ctx, tx, flightID, map[string][]bucket{class: buckets})
 }
 
+// lockBucketsSQL locks every bucket of the classes $2 of flight $1, in
+// class and bucket order (scanBuckets reads its rows).
+const lockBucketsSQL = `SELECT fare_class, bucket, quota, sold, held FROM fare_bucket
+	WHERE flight_id = $1 AND fare_class = ANY($2) ORDER BY fare_class, bucket FOR UPDATE`
+
 // lockBuckets locks every bucket of class in bucket order and returns them.
 func lockBuckets(ctx context.Context, tx pgx.Tx, flightID int64, class string) ([]bucket, error) {
-	rows, err := tx.Query(ctx, `SELECT bucket, quota, sold, held FROM fare_bucket
-		WHERE flight_id = $1 AND fare_class = $2 ORDER BY bucket FOR UPDATE`, flightID, class)
+	rows, err := tx.Query(ctx, lockBucketsSQL, flightID, []string{class})
+	byClass, err := scanBuckets(flightID, rows, err)
+	return byClass[class], err
+}
+
+// scanBuckets reads the rows of lockBucketsSQL, by class.
+func scanBuckets(flightID int64, rows pgx.Rows, err error) (map[string][]bucket, error) {
 	if err != nil {
-		return nil, fmt.Errorf("lock quota of %s on flight %d: %w", class, flightID, err)
+		return nil, fmt.Errorf("lock quota on flight %d: %w", flightID, err)
 	}
-	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (bucket, error) {
-		var b bucket
-		err := r.Scan(&b.n, &b.quota, &b.sold, &b.held)
-		return b, err
+	out := map[string][]bucket{}
+	var (
+		class string
+		b     bucket
+	)
+	_, err = pgx.ForEachRow(rows, []any{&class, &b.n, &b.quota, &b.sold, &b.held}, func() error {
+		out[class] = append(out[class], b)
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("lock quota of %s on flight %d: %w", class, flightID, err)
+		return nil, fmt.Errorf("lock quota on flight %d: %w", flightID, err)
 	}
-	return bs, nil
+	return out, nil
 }
 
 // allocate takes n units into bucket target, moving share from the other
@@ -121,6 +135,15 @@ func roomiest(bs []bucket) int16 {
 // writeBuckets stores locked buckets' new shares and held counts in one
 // statement; the CHECKs and the deferred share-sum trigger verify them.
 func writeBuckets(ctx context.Context, tx pgx.Tx, flightID int64, byClass map[string][]bucket) error {
+	sql, args := bucketsUpdate(flightID, byClass)
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("update quota on flight %d: %w", flightID, err)
+	}
+	return nil
+}
+
+// bucketsUpdate is the statement of writeBuckets.
+func bucketsUpdate(flightID int64, byClass map[string][]bucket) (string, []any) {
 	var (
 		classes []string
 		ns      []int16
@@ -132,14 +155,10 @@ func writeBuckets(ctx context.Context, tx pgx.Tx, flightID int64, byClass map[st
 			classes, ns, quotas, helds = append(classes, c), append(ns, b.n), append(quotas, b.quota), append(helds, b.held)
 		}
 	}
-	_, err := tx.Exec(ctx, `UPDATE fare_bucket fb SET quota = u.quota, held = u.held
+	return `UPDATE fare_bucket fb SET quota = u.quota, held = u.held
 		FROM unnest($2::text[], $3::smallint[], $4::int[], $5::int[]) AS u(fare_class, bucket, quota, held)
 		WHERE fb.flight_id = $1 AND fb.fare_class = u.fare_class AND fb.bucket = u.bucket`,
-		flightID, classes, ns, quotas, helds)
-	if err != nil {
-		return fmt.Errorf("update quota on flight %d: %w", flightID, err)
-	}
-	return nil
+		[]any{flightID, classes, ns, quotas, helds}
 }
 
 // splitQuota divides a class quota over n buckets as evenly as possible.
