@@ -27,9 +27,9 @@ lint: vet
 		 mv $(BIN)/golangci-lint $(BIN)/golangci-lint-$(GOLANGCI_VERSION))
 	$(BIN)/golangci-lint-$(GOLANGCI_VERSION) run ./...
 
-## bench: the Go benchmarks (hot-flight holds, seat map)
+## bench: the Go benchmarks (hot-flight holds, seat map, car search and holds)
 bench:
-	./scripts/testenv.sh $(GO) test -run '^$$' -bench . -benchtime 3s ./internal/flight/
+	./scripts/testenv.sh $(GO) test -run '^$$' -bench . -benchtime 3s ./internal/flight/ ./internal/rental/
 
 clean:
 	rm -rf $(BIN) .berth
