@@ -70,7 +70,7 @@ func TestExpiredHoldReclaimedBeforeSweep(t *testing.T) {
 	if c := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); c != (counters{held: 3}) {
 		t.Errorf("before sweep counters = %+v, want held 3", c)
 	}
-	mustAudit(t, s.App.Pool, s.Clock.Now())
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 
 	n, err := s.App.Sweeper.Pass(ctx)
 	if err != nil || n != 1 {
@@ -97,7 +97,7 @@ func TestExpiredHoldReclaimedBeforeSweep(t *testing.T) {
 	if r.Status != http.StatusConflict || r.Code() != "invalid_state" {
 		t.Errorf("cancel an expired booking: %d %s, want 409 invalid_state", r.Status, r.Body)
 	}
-	mustAudit(t, s.App.Pool, s.Clock.Now())
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
 
 // Two sweepers running at once expire every booking exactly once.
@@ -151,7 +151,7 @@ func TestTwoSweepersExpireEachHoldOnce(t *testing.T) {
 			t.Errorf("%s counters after sweep = %+v, want zero", class, c)
 		}
 	}
-	mustAudit(t, s.App.Pool, s.Clock.Now())
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
 
 // Cancelling a HELD booking releases its seats at once.
@@ -177,5 +177,5 @@ func TestCancelHeldReleasesAtOnce(t *testing.T) {
 	if cc := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); cc != (counters{held: 2}) {
 		t.Errorf("counters = %+v, want held 2", cc)
 	}
-	mustAudit(t, s.App.Pool, s.Clock.Now())
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }

@@ -5,38 +5,15 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/berth/internal/app/apptest"
-	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/pg/pgtest"
 )
-
-// race releases n goroutines at once and collects what each returned.
-func race[T any](n int, f func(i int) T) []T {
-	out := make([]T, n)
-	var ready, done sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		ready.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			ready.Done()
-			<-start
-			out[i] = f(i)
-		}()
-	}
-	ready.Wait()
-	close(start)
-	done.Wait()
-	return out
-}
 
 func hold(flightID int64, class string, seats ...string) map[string]any {
 	return map[string]any{"flightId": flightID, "fareClass": class, "seats": seats}
@@ -56,29 +33,6 @@ func fareCounters(t *testing.T, pool *pgxpool.Pool, flightID int64, class string
 		t.Fatal(err)
 	}
 	return c
-}
-
-func mustAudit(t *testing.T, pool *pgxpool.Pool, now time.Time) {
-	t.Helper()
-	results, err := audit.Run(context.Background(), pool, audit.Options{Now: now, SweepInterval: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if audit.Failed(results) {
-		t.Errorf("audit failed:\n%s", audit.Format(results))
-	}
-}
-
-func countCodes(rs []*apptest.Response) map[string]int {
-	m := map[string]int{}
-	for _, r := range rs {
-		key := fmt.Sprint(r.Status)
-		if r.Status >= 400 {
-			key += " " + r.Code()
-		}
-		m[key]++
-	}
-	return m
 }
 
 // The seed's test, harder: 200 customers release together to hold the same
@@ -107,7 +61,7 @@ func testOneSeatTwoProcesses(t *testing.T, protect string) {
 	for i := range tokens {
 		tokens[i] = apptest.Token(t, "customer", int64(1000+i), now)
 	}
-	rs := race(buyers, func(i int) *apptest.Response {
+	rs := apptest.Race(buyers, func(i int) *apptest.Response {
 		base := a.URL
 		if i%2 == 1 {
 			base = b.URL
@@ -115,7 +69,7 @@ func testOneSeatTwoProcesses(t *testing.T, protect string) {
 		return apptest.Do(t, base, apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: tokens[i],
 			Body: hold(flightID, "ECONOMY", "12A")})
 	})
-	got := countCodes(rs)
+	got := apptest.Answers(rs)
 	if got["201"] != 1 || got["409 seat_unavailable"] != buyers-1 {
 		t.Fatalf("answers = %v, want exactly one 201 and %d 409 seat_unavailable", got, buyers-1)
 	}
@@ -146,7 +100,7 @@ func testOneSeatTwoProcesses(t *testing.T, protect string) {
 	if c := fareCounters(t, pool, flightID, "ECONOMY"); c != (counters{held: 1}) {
 		t.Errorf("counters = %+v, want held 1", c)
 	}
-	mustAudit(t, pool, time.Now())
+	apptest.MustAudit(t, pool, time.Now())
 }
 
 // Two group holds that share a seat, sent with their seats in opposite
@@ -172,7 +126,7 @@ func testOverlappingGroups(t *testing.T, o apptest.Options) {
 	groups := [][]string{{"12B", "12A"}, {"12B", "12C"}, {"12A", "12B"}, {"12C", "12B"}}
 	const rounds = 40
 	for round := range rounds {
-		rs := race(len(groups), func(i int) *apptest.Response {
+		rs := apptest.Race(len(groups), func(i int) *apptest.Response {
 			return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(10+i)),
 				Body: hold(flightID, "ECONOMY", groups[i]...)})
 		})
@@ -218,7 +172,7 @@ func testOverlappingGroups(t *testing.T, o apptest.Options) {
 	if d := deadlocks() - before; d != 0 {
 		t.Errorf("PostgreSQL detected %d deadlocks; seats must be locked in one order", d)
 	}
-	mustAudit(t, pool, s.Clock.Now())
+	apptest.MustAudit(t, pool, s.Clock.Now())
 }
 
 // modes runs f as two subtests: with the surge layers (holds coalesced
@@ -254,11 +208,11 @@ func testQuotaExact(t *testing.T, o apptest.Options, buckets int) {
 	flightID := s.CreateFlight(t,
 		apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 5, OverbookLimit: 1, Buckets: buckets},
 		apptest.Fare{Class: "BUSINESS", Price: 5000, Seats: apptest.Seats(1, 1, "AB"), Buckets: buckets})
-	rs := race(50, func(i int) *apptest.Response {
+	rs := apptest.Race(50, func(i int) *apptest.Response {
 		return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(100+i)),
 			Body: holdQty(flightID, "ECONOMY", 1)})
 	})
-	got := countCodes(rs)
+	got := apptest.Answers(rs)
 	if got["201"] != 6 || got["409 sold_out"] != 44 {
 		t.Fatalf("answers = %v, want 6 201 and 44 409 sold_out", got)
 	}
@@ -271,7 +225,7 @@ func testQuotaExact(t *testing.T, o apptest.Options, buckets int) {
 	if r.Status != http.StatusConflict || r.Code() != "sold_out" {
 		t.Errorf("3 of 2 business seats: %d %s, want 409 sold_out", r.Status, r.Body)
 	}
-	mustAudit(t, s.App.Pool, s.Clock.Now())
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
 
 // Two seats held as a group where one is taken: neither is held.

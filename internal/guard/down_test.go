@@ -51,8 +51,8 @@ func TestRedisDown(t *testing.T) {
 		apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 12, "ABC")},
 		apptest.Fare{Class: "BUSINESS", Price: 5000, Capacity: 1})
 
-	rs := race(20, func(i int) *apptest.Response { return book(s, int64(100+i), seatHold(flightID, "ECONOMY", "10A"), "") })
-	if got := countCodes(rs); got["201"] != 1 || got["409 seat_unavailable"] != 19 {
+	rs := apptest.Race(20, func(i int) *apptest.Response { return book(s, int64(100+i), seatHold(flightID, "ECONOMY", "10A"), "") })
+	if got := apptest.Answers(rs); got["201"] != 1 || got["409 seat_unavailable"] != 19 {
 		t.Errorf("20 buyers of one seat without Redis: %v, want one 201 and 19 409", got)
 	}
 	if n := dbHolds(t, s); n != 20 {

@@ -30,8 +30,8 @@ func TestSeatGate(t *testing.T) {
 	gateKey := func(seat string) string { return path("%sseat:{%d}:%s", prefix, flightID, seat) }
 
 	const buyers = 30
-	rs := race(buyers, func(i int) *apptest.Response { return book(s, int64(100+i), seatHold(flightID, "ECONOMY", "12A"), "") })
-	if got := countCodes(rs); got["201"] != 1 || got["409 seat_unavailable"] != buyers-1 {
+	rs := apptest.Race(buyers, func(i int) *apptest.Response { return book(s, int64(100+i), seatHold(flightID, "ECONOMY", "12A"), "") })
+	if got := apptest.Answers(rs); got["201"] != 1 || got["409 seat_unavailable"] != buyers-1 {
 		t.Fatalf("answers = %v, want one 201 and %d 409 seat_unavailable", got, buyers-1)
 	}
 	if n := dbHolds(t, s); n != 1 {
@@ -107,8 +107,8 @@ func TestSoldOutHint(t *testing.T) {
 		t.Fatalf("full class: %d %s", r.Status, r.Body)
 	}
 	asked := dbHolds(t, s)
-	rs := race(20, func(i int) *apptest.Response { return book(s, int64(10+i), qtyHold(flightID, "ECONOMY", 1), "") })
-	if got := countCodes(rs); got["409 sold_out"] != 20 {
+	rs := apptest.Race(20, func(i int) *apptest.Response { return book(s, int64(10+i), qtyHold(flightID, "ECONOMY", 1), "") })
+	if got := apptest.Answers(rs); got["409 sold_out"] != 20 {
 		t.Fatalf("20 more buyers: %v, want 20 sold_out", got)
 	}
 	if n := dbHolds(t, s) - asked; n != 0 {

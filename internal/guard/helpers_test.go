@@ -1,19 +1,15 @@
 package guard_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"berth.dev/berth/internal/app/apptest"
-	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/config"
 )
 
@@ -40,39 +36,6 @@ func book(s *apptest.Server, customer int64, body any, token string) *apptest.Re
 		req.Header = map[string]string{"Waiting-Room-Token": token}
 	}
 	return s.Do(req)
-}
-
-// race releases n goroutines at once and collects what each returned.
-func race[T any](n int, f func(i int) T) []T {
-	out := make([]T, n)
-	var ready, done sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		ready.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			ready.Done()
-			<-start
-			out[i] = f(i)
-		}()
-	}
-	ready.Wait()
-	close(start)
-	done.Wait()
-	return out
-}
-
-func countCodes(rs []*apptest.Response) map[string]int {
-	m := map[string]int{}
-	for _, r := range rs {
-		key := strconv.Itoa(r.Status)
-		if r.Status >= 400 {
-			key += " " + r.Code()
-		}
-		m[key]++
-	}
-	return m
 }
 
 // metric sums the series of the counter or gauge name whose labels include
@@ -134,13 +97,7 @@ func redisClient(t *testing.T, url string) *redis.Client {
 
 func mustAudit(t *testing.T, s *apptest.Server) {
 	t.Helper()
-	results, err := audit.Run(context.Background(), s.App.Pool, audit.Options{Now: s.Clock.Now(), SweepInterval: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if audit.Failed(results) {
-		t.Errorf("audit failed:\n%s", audit.Format(results))
-	}
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
 
 func bookingID(t *testing.T, r *apptest.Response) int64 {

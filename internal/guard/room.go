@@ -199,15 +199,7 @@ func (rm *Room) Warm(ctx context.Context) error {
 // (hash: seq, front, at), the customer's ticket. ARGV: now (ms), admit per
 // second, the ticket's lifetime (ms), its expiry (ms). Returns {seq,
 // frontier, expiry}.
-var roomTicket = redis.NewScript(`
-local now, per = tonumber(ARGV[1]), tonumber(ARGV[2])
-local st = redis.call('HMGET', KEYS[1], 'seq', 'front', 'at')
-local seq, front, at = tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or now
-if now > at then
-  front = front + (now - at) * per / 1000
-  at = now
-end
-if front > seq + per then front = seq + per end
+var roomTicket = redis.NewScript(advanceFront + `
 local mine, exp
 local v = redis.call('GET', KEYS[2])
 if v then
@@ -218,15 +210,14 @@ if not mine then
   mine, exp = seq, ARGV[4]
   redis.call('SET', KEYS[2], mine .. ':' .. exp, 'PX', ARGV[3])
 end
-redis.call('HSET', KEYS[1], 'seq', seq, 'front', string.format('%.3f', front), 'at', at)
-redis.call('PEXPIRE', KEYS[1], 86400000)
+` + saveFront + `
 return {tonumber(mine), math.floor(front), tonumber(exp)}
 `)
 
-// roomFront moves the frontier and returns it, and whether ticket ARGV[3]
-// was spent. KEYS: the room's state, the ticket's spent mark. ARGV: now
-// (ms), admit per second.
-var roomFront = redis.NewScript(`
+// advanceFront is the start of the room's scripts: it reads the room's
+// state (KEYS[1]) and moves its frontier ARGV[2] per second up to now
+// (ARGV[1], ms), never more than one second's worth past the last ticket.
+const advanceFront = `
 local now, per = tonumber(ARGV[1]), tonumber(ARGV[2])
 local st = redis.call('HMGET', KEYS[1], 'seq', 'front', 'at')
 local seq, front, at = tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or now
@@ -235,8 +226,18 @@ if now > at then
   at = now
 end
 if front > seq + per then front = seq + per end
+`
+
+// saveFront stores what advanceFront (and the script) changed.
+const saveFront = `
 redis.call('HSET', KEYS[1], 'seq', seq, 'front', string.format('%.3f', front), 'at', at)
 redis.call('PEXPIRE', KEYS[1], 86400000)
+`
+
+// roomFront moves the frontier and returns it, and whether ticket ARGV[3]
+// was spent. KEYS: the room's state, the ticket's spent mark. ARGV: now
+// (ms), admit per second.
+var roomFront = redis.NewScript(advanceFront + saveFront + `
 return {math.floor(front), redis.call('EXISTS', KEYS[2])}
 `)
 

@@ -217,8 +217,8 @@ func TestWaitingRoomTokenBoundToCustomerAndFlightSpentOnce(t *testing.T) {
 
 	// Concurrent uses of one token: one hold at most.
 	tok4 := admit(4, f2)
-	rs := race(10, func(int) *apptest.Response { return book(s, 4, qtyHold(f2, "ECONOMY", 1), tok4) })
-	if got := countCodes(rs); got["201"] != 1 || got["429 waiting_room"] != 9 {
+	rs := apptest.Race(10, func(int) *apptest.Response { return book(s, 4, qtyHold(f2, "ECONOMY", 1), tok4) })
+	if got := apptest.Answers(rs); got["201"] != 1 || got["429 waiting_room"] != 9 {
 		t.Errorf("one token used 10 times at once: %v, want one 201 and nine 429 waiting_room", got)
 	}
 

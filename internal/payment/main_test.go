@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,27 +22,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	apptest.Cleanup()
 	os.Exit(code)
-}
-
-// race releases n goroutines at once and collects what each returned.
-func race[T any](n int, f func(i int) T) []T {
-	out := make([]T, n)
-	var ready, done sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		ready.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			ready.Done()
-			<-start
-			out[i] = f(i)
-		}()
-	}
-	ready.Wait()
-	close(start)
-	done.Wait()
-	return out
 }
 
 const price = 1_500_000
@@ -179,13 +157,7 @@ func settle(t *testing.T, s *apptest.Server, relay *paytest.Relay) {
 
 func mustAudit(t *testing.T, s *apptest.Server) {
 	t.Helper()
-	results, err := audit.Run(context.Background(), s.App.Pool, audit.Options{Now: s.Clock.Now(), SweepInterval: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if audit.Failed(results) {
-		t.Errorf("audit failed:\n%s", audit.Format(results))
-	}
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
 
 func path(format string, args ...any) string { return fmt.Sprintf(format, args...) }

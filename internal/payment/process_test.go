@@ -30,7 +30,7 @@ func TestTwoProcessesShareKeysAndWebhooks(t *testing.T) {
 		apptest.Fare{Class: "ECONOMY", Price: price, Seats: apptest.Seats(1, 2, "AB")})
 	tok := apptest.Token(t, "customer", 9, now)
 
-	holds := race(10, func(i int) *apptest.Response {
+	holds := apptest.Race(10, func(i int) *apptest.Response {
 		base := []string{a.URL, b.URL}[i%2]
 		return apptest.Do(t, base, apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: tok,
 			Body:   map[string]any{"flightId": flightID, "fareClass": "ECONOMY", "seats": []string{"1A"}},
@@ -55,7 +55,7 @@ func TestTwoProcessesShareKeysAndWebhooks(t *testing.T) {
 	}
 
 	d := paytest.Charge(t, pool, id)
-	rs := race(20, func(i int) *apptest.Response {
+	rs := apptest.Race(20, func(i int) *apptest.Response {
 		return paytest.Send(t, []string{a.URL, b.URL}[i%2], time.Now(), payment.ChargeSucceeded, d)
 	})
 	for i, r := range rs {

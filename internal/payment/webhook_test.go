@@ -144,7 +144,7 @@ func TestTwentyIdenticalWebhooksAtOnce(t *testing.T) {
 	flightID := newFlight(t, s)
 	id := hold(t, s, 3, flightID, "12A", "12C")
 	d := paytest.Charge(t, pool, id)
-	rs := race(20, func(int) *apptest.Response {
+	rs := apptest.Race(20, func(int) *apptest.Response {
 		return paytest.Send(t, s.URL, s.Clock.Now(), payment.ChargeSucceeded, d)
 	})
 	for i, r := range rs {

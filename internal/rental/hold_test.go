@@ -30,7 +30,7 @@ func TestOneCarHundredCustomersTwoProcesses(t *testing.T) {
 		tokens[i] = apptest.Token(t, "customer", int64(1000+i), now)
 	}
 	pickup := now.Add(72 * time.Hour).Truncate(time.Hour).In(ict)
-	rs := race(customers, func(i int) *apptest.Response {
+	rs := apptest.Race(customers, func(i int) *apptest.Response {
 		base := a.URL
 		if i%2 == 1 {
 			base = b.URL
@@ -40,7 +40,7 @@ func TestOneCarHundredCustomersTwoProcesses(t *testing.T) {
 		from := pickup.Add(time.Duration(i) * 10 * time.Minute)
 		return bookCar(t, base, tokens[i], c.ID, from, from.Add(48*time.Hour))
 	})
-	got := countCodes(rs)
+	got := apptest.Answers(rs)
 	if got["201"] != 1 || got["409 car_unavailable"] != customers-1 {
 		t.Fatalf("answers = %v, want exactly one 201 and %d 409 car_unavailable", got, customers-1)
 	}
@@ -68,7 +68,7 @@ func TestOneCarHundredCustomersTwoProcesses(t *testing.T) {
 	if events != 1 {
 		t.Errorf("%d events written, want the winner's booking.held only", events)
 	}
-	mustAudit(t, pool, time.Now())
+	apptest.MustAudit(t, pool, time.Now())
 }
 
 // Periods are [from, to): a rental ending at 20:00 and one starting at
@@ -103,7 +103,7 @@ func TestPeriodsAreHalfOpenAndTurnaroundBlocks(t *testing.T) {
 	}
 	e.book(2, buffered.ID, at(10, 22, 0), at(11, 8, 0))
 	e.book(3, buffered.ID, at(9, 20, 0), at(10, 6, 0))
-	mustAudit(t, e.pool(), e.s.Clock.Now())
+	apptest.MustAudit(t, e.pool(), e.s.Clock.Now())
 }
 
 // DESIGN.md race 2: a hold whose time is up, not yet swept, does not block
@@ -148,7 +148,7 @@ func TestStaleHoldDoesNotBlockTheCalendar(t *testing.T) {
 	if strings.Join(events, ", ") != "booking.held HELD, booking.expired EXPIRED" {
 		t.Errorf("events of the stale hold = %v, want booking.held then booking.expired", events)
 	}
-	mustAudit(t, e.pool(), e.s.Clock.Now())
+	apptest.MustAudit(t, e.pool(), e.s.Clock.Now())
 }
 
 // The sweeper expires car holds like flight holds, once the car inventory
@@ -387,7 +387,7 @@ func TestCancellationRefunds(t *testing.T) {
 			t.Errorf("refused cancellation changed the database: %+v → %+v", before, after)
 		}
 	}
-	mustAudit(t, e.pool(), e.s.Clock.Now())
+	apptest.MustAudit(t, e.pool(), e.s.Clock.Now())
 }
 
 // Only the car's host (or an admin) hands it over and takes it back; a
@@ -458,5 +458,5 @@ func TestHandOver(t *testing.T) {
 	if last["status"] != "COMPLETED" || last["carId"] != float64(c.ID) || last["from"] != "2026-12-10T08:00:00+07:00" {
 		t.Errorf("the completed event carries %v", last)
 	}
-	mustAudit(t, e.pool(), e.s.Clock.Now())
+	apptest.MustAudit(t, e.pool(), e.s.Clock.Now())
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/berth/internal/app/apptest"
-	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/payment/paytest"
 	"berth.dev/berth/internal/pg"
 )
@@ -130,50 +128,6 @@ func snapshot(t testing.TB, pool *pgxpool.Pool) state {
 		t.Fatal(err)
 	}
 	return s
-}
-
-func mustAudit(t testing.TB, pool *pgxpool.Pool, now time.Time) {
-	t.Helper()
-	results, err := audit.Run(context.Background(), pool, audit.Options{Now: now, SweepInterval: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if audit.Failed(results) {
-		t.Errorf("audit failed:\n%s", audit.Format(results))
-	}
-}
-
-// race releases n goroutines at once and collects what each returned.
-func race[T any](n int, f func(i int) T) []T {
-	out := make([]T, n)
-	var ready, done sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		ready.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			ready.Done()
-			<-start
-			out[i] = f(i)
-		}()
-	}
-	ready.Wait()
-	close(start)
-	done.Wait()
-	return out
-}
-
-func countCodes(rs []*apptest.Response) map[string]int {
-	m := map[string]int{}
-	for _, r := range rs {
-		key := fmt.Sprint(r.Status)
-		if r.Status >= 400 {
-			key += " " + r.Code()
-		}
-		m[key]++
-	}
-	return m
 }
 
 // problem decodes an error answer's code and field.

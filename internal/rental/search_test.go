@@ -144,7 +144,7 @@ func TestSearchCacheNeverSellsTwice(t *testing.T) {
 	if got, _ := e.search(searchPath("NT", at(10, 8, 0), at(12, 8, 0), "limit", "10")); len(got) != 0 {
 		t.Errorf("uncached search after booking: %v, want none", got)
 	}
-	mustAudit(t, e.pool(), e.s.Clock.Now())
+	apptest.MustAudit(t, e.pool(), e.s.Clock.Now())
 }
 
 func TestSearchPages(t *testing.T) {

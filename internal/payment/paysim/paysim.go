@@ -229,6 +229,22 @@ func (s *Sim) end() {
 	}
 }
 
+// later runs f after delay in the background, counted as work in flight
+// (Idle waits for it); f does not run once the simulator is closed. The
+// caller holds s.mu.
+func (s *Sim) later(delay time.Duration, f func()) {
+	s.begin()
+	go func() {
+		defer func() { s.mu.Lock(); s.end(); s.mu.Unlock() }()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		f()
+	}()
+}
+
 func (s *Sim) id(prefix string) string {
 	s.seq++
 	return fmt.Sprintf("%s_%d_%08x", prefix, s.seq, rand.Uint32())
@@ -249,17 +265,7 @@ func (s *Sim) Charge(_ context.Context, key string, r payment.ChargeRequest) (pa
 	s.stats.Charges++
 	if s.opts.Auto {
 		ok := rand.Float64() >= s.opts.FailShare
-		delay := jitter(s.opts.PayDelay)
-		s.begin()
-		go func() {
-			defer func() { s.mu.Lock(); s.end(); s.mu.Unlock() }()
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-time.After(delay):
-			}
-			s.Settle(c.txn, ok)
-		}()
+		s.later(jitter(s.opts.PayDelay), func() { s.Settle(c.txn, ok) })
 	}
 	return s.chargeResult(c.txn), nil
 }
@@ -307,19 +313,11 @@ func (s *Sim) Refund(_ context.Context, key string, r payment.RefundRequest) (pa
 	w := payment.Webhook{Type: payment.RefundSucceeded, Data: payment.WebhookData{
 		BookingID: r.BookingID, ProviderTxnID: id, Amount: r.Amount, Currency: r.Currency,
 	}}
-	delay := jitter(s.opts.RefundDelay)
-	s.begin()
-	go func() {
-		defer func() { s.mu.Lock(); s.end(); s.mu.Unlock() }()
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-time.After(delay):
-		}
+	s.later(jitter(s.opts.RefundDelay), func() {
 		s.mu.Lock()
 		s.sendLocked(r.WebhookURL, w)
 		s.mu.Unlock()
-	}()
+	})
 	return payment.RefundResult{RefundID: id}, nil
 }
 

@@ -1,0 +1,62 @@
+package apptest
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/audit"
+)
+
+// Race starts n goroutines, releases them at the same moment (the seed
+// document's CountDownLatch), and collects what each returned.
+func Race[T any](n int, f func(i int) T) []T {
+	out := make([]T, n)
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-start
+			out[i] = f(i)
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+	return out
+}
+
+// Answers counts responses by status and, for errors, problem code:
+// {"201": 1, "409 seat_unavailable": 199}.
+func Answers(rs []*Response) map[string]int {
+	m := map[string]int{}
+	for _, r := range rs {
+		key := strconv.Itoa(r.Status)
+		if r.Status >= 400 {
+			key += " " + r.Code()
+		}
+		m[key]++
+	}
+	return m
+}
+
+// MustAudit fails t, listing the violations, when any invariant of
+// internal/audit does not hold on pool at now.
+func MustAudit(t testing.TB, pool *pgxpool.Pool, now time.Time) {
+	t.Helper()
+	results, err := audit.Run(context.Background(), pool, audit.Options{Now: now, SweepInterval: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if audit.Failed(results) {
+		t.Errorf("audit failed:\n%s", audit.Format(results))
+	}
+}
