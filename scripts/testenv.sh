@@ -6,6 +6,7 @@
 # servers on 127.0.0.1:5432 and :6379 when they answer, else it starts
 # throw-away ones from the installed binaries (initdb/pg_ctl, redis-server)
 # in a temporary folder, on loopback only, and stops them on exit.
+# BERTH_TEST_THROWAWAY=1 starts throw-away servers even when others answer.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -52,8 +53,10 @@ pg_answers() { # host port
   fi
 }
 
+fresh=${BERTH_TEST_THROWAWAY:-}
+
 if [ -z "${BERTH_TEST_DATABASE_URL:-}" ]; then
-  if pg_answers 127.0.0.1 5432; then
+  if [ -z "$fresh" ] && pg_answers 127.0.0.1 5432; then
     export BERTH_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
   else
     initdb=$(pg_bin initdb) && pg_ctl=$(pg_bin pg_ctl) || {
@@ -82,7 +85,7 @@ if [ -z "${BERTH_TEST_DATABASE_URL:-}" ]; then
 fi
 
 if [ -z "${BERTH_TEST_REDIS_URL:-}" ]; then
-  if (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null; then
+  if [ -z "$fresh" ] && (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null; then
     export BERTH_TEST_REDIS_URL="redis://127.0.0.1:6379/0"
   elif command -v redis-server >/dev/null 2>&1; then
     tmp=${tmp:-$(mktemp -d)}

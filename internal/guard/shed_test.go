@@ -40,6 +40,21 @@ func await(t *testing.T, rs <-chan *apptest.Response, n int) []*apptest.Response
 	return out
 }
 
+// awaitQuiet collects answers from rs until n came or none came for quiet.
+func awaitQuiet(t *testing.T, rs <-chan *apptest.Response, n int, quiet time.Duration) []*apptest.Response {
+	t.Helper()
+	var out []*apptest.Response
+	for len(out) < n {
+		select {
+		case r := <-rs:
+			out = append(out, r)
+		case <-time.After(quiet):
+			return out
+		}
+	}
+	return out
+}
+
 // A database that stalls (a lock held elsewhere) with a pool of two: the
 // requests that find no connection within the shed wait answer 503
 // overloaded with Retry-After at once, never 500, and only the requests
@@ -80,8 +95,13 @@ func TestShedsLoadWhenTheDatabaseStalls(t *testing.T) {
 	// The pool has two connections: at most two holds can be in the
 	// database (alone, or the coalesced batches of protect=on), and every
 	// other hold is answered 503 overloaded while the lock stays, by the
-	// hold lane, the connection wait or the coalescing queue's wait.
-	shed := await(t, answers, n-2)
+	// hold lane, the connection wait or the coalescing queue's wait. The
+	// shed answers come within a few shed waits; collect until the answers
+	// stop (well before the holds in the database reach their own deadline).
+	shed := awaitQuiet(t, answers, n, 500*time.Millisecond)
+	if len(shed) < n-2 {
+		t.Fatalf("%d of %d holds answered while the database is stalled, want at least %d", len(shed), n, n-2)
+	}
 	for _, r := range shed {
 		if r.Status != http.StatusServiceUnavailable || r.Code() != "overloaded" {
 			t.Fatalf("answer while stalled: %d %s, want 503 overloaded", r.Status, r.Body)
@@ -94,18 +114,10 @@ func TestShedsLoadWhenTheDatabaseStalls(t *testing.T) {
 	if err := lock.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	held := 0
-	for _, r := range await(t, answers, 2) {
-		switch {
-		case r.Status == http.StatusCreated:
-			held++
-		case r.Status == http.StatusServiceUnavailable && r.Code() == "overloaded":
-		default:
-			t.Errorf("a hold that was waiting: %d %s, want 201 once the lock is gone (or 503)", r.Status, r.Body)
+	for _, r := range await(t, answers, n-len(shed)) {
+		if r.Status != http.StatusCreated {
+			t.Errorf("a hold that was in the database: %d %s, want 201 once the lock is gone", r.Status, r.Body)
 		}
-	}
-	if held == 0 {
-		t.Error("no hold that was in the database succeeded once the lock was gone")
 	}
 
 	// Searches stall on the airport table; they may use half the pool, so
