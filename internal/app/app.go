@@ -95,7 +95,10 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	if o.SeatMapTTL == 0 {
 		o.SeatMapTTL = 2 * time.Second
 	}
-	pc := pg.PoolConfig{MaxConns: int32(cfg.DBMaxConns), AppName: "berth"}
+	// Half the pool is kept open: a sale's first second must not wait for
+	// connections to be made (their time would count against the shed
+	// wait and turn holds away).
+	pc := pg.PoolConfig{MaxConns: int32(cfg.DBMaxConns), MinConns: int32(cfg.DBMaxConns / 2), AppName: "berth"}
 	tracer := &guard.AcquireTracer{}
 	if cfg.Protect {
 		pc.Tracer = tracer
