@@ -125,8 +125,8 @@ func TestShedsLoadWhenTheDatabaseStalls(t *testing.T) {
 		}
 		retryAfter(t, r)
 	}
-	if h := handlersIn("createBooking"); h != n-len(shed) {
-		t.Errorf("%d hold handlers still running while the database is stalled, want the %d unanswered", h, n-len(shed))
+	if h := handlersIn("createBooking"); h > inside {
+		t.Errorf("%d hold handlers still running while the database is stalled, want at most the hold lane's %d", h, inside)
 	}
 	if err := lock.Rollback(ctx); err != nil {
 		t.Fatal(err)
