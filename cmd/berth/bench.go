@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // this process with the surge layers on and off, drives a scenario at it,
 // audits, and writes a table, a JSON file and an HTML report.
 func benchCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	o, out, err := benchOptions(args, getenv, stderr)
+	o, out, profile, err := benchOptions(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -38,6 +39,13 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	o.Progress = stderr
 	o.Getenv = getenv
 
+	if profile != "" {
+		stop, err := startCPUProfile(profile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	rep, runErr := bench.Run(ctx, o)
 	if rep == nil {
 		return runErr
@@ -75,8 +83,8 @@ func writeFile(path string, write func(io.Writer) error) error {
 
 // benchOptions parses the flags of `berth bench`. --quick switches the
 // defaults to the short preset; flags given beside it still win.
-func benchOptions(args []string, getenv func(string) string, stderr io.Writer) (bench.Options, string, error) {
-	o := bench.Defaults()
+func benchOptions(args []string, getenv func(string) string, stderr io.Writer) (o bench.Options, out, profile string, err error) {
+	o = bench.Defaults()
 	for _, a := range args {
 		if a == "-quick" || a == "--quick" || a == "-quick=true" || a == "--quick=true" {
 			o = bench.Quick()
@@ -106,7 +114,8 @@ Flags:
 	fs.StringVar(&o.RedisURL, "redis-url", o.RedisURL, "Redis for berth (BERTH_REDIS_URL; empty: the embedded substitute)")
 	fs.BoolVar(&o.Keep, "keep", o.Keep, "keep the bench databases afterwards")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "random seed: the same seed offers the same requests")
-	out := fs.String("out", ".", "folder for the report, the JSON file and berth's log")
+	fs.StringVar(&out, "out", ".", "folder for the report, the JSON file and berth's log")
+	fs.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the whole run (berth and the load generator) to this file")
 
 	fs.IntVar(&o.Flights, "flights", o.Flights, "flash-sale: flights on sale, 180 seats each")
 	fs.Float64Var(&o.Rate, "rate", o.Rate, "flash-sale: hold attempts offered per second (open loop)")
@@ -131,10 +140,27 @@ Flags:
 	fs.DurationVar(&o.Drain, "drain", o.Drain, "how long to wait for late answers after the offered load ends")
 	fs.DurationVar(&o.Settle, "settle", o.Settle, "pause before stopping berth, for payments' webhooks to land")
 	if err := fs.Parse(args); err != nil {
-		return o, "", err
+		return o, "", "", err
 	}
 	if fs.NArg() > 0 {
-		return o, "", fmt.Errorf("bench: unexpected argument %q", strings.Join(fs.Args(), " "))
+		return o, "", "", fmt.Errorf("bench: unexpected argument %q", strings.Join(fs.Args(), " "))
 	}
-	return o, *out, nil
+	return o, out, profile, nil
+}
+
+// startCPUProfile profiles this process (berth and the load generator
+// share it) until the returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close() // a profile cut short is still readable
+	}, nil
 }

@@ -14,18 +14,18 @@ func env(m map[string]string) func(string) string { return func(k string) string
 
 func TestBenchFlags(t *testing.T) {
 	getenv := env(map[string]string{"BERTH_DATABASE_URL": "postgres://db/x", "BERTH_REDIS_URL": "redis://r:6379/0"})
-	o, out, err := benchOptions([]string{"--quick", "--rate", "250", "--protect=on", "--out", "/tmp/b"}, getenv, &bytes.Buffer{})
+	o, out, profile, err := benchOptions([]string{"--quick", "--rate", "250", "--protect=on", "--out", "/tmp/b", "--cpuprofile", "/tmp/b/cpu.out"}, getenv, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := bench.Quick()
-	if o.Rate != 250 || o.Protect != "on" || out != "/tmp/b" || o.Duration != q.Duration || o.Flights != q.Flights {
-		t.Errorf("--quick with overrides: rate %g protect %s out %s duration %s flights %d", o.Rate, o.Protect, out, o.Duration, o.Flights)
+	if o.Rate != 250 || o.Protect != "on" || out != "/tmp/b" || profile != "/tmp/b/cpu.out" || o.Duration != q.Duration || o.Flights != q.Flights {
+		t.Errorf("--quick with overrides: rate %g protect %s out %s profile %s duration %s flights %d", o.Rate, o.Protect, out, profile, o.Duration, o.Flights)
 	}
 	if o.DatabaseURL != "postgres://db/x" || o.RedisURL != "redis://r:6379/0" {
 		t.Errorf("environment not read: %q %q", o.DatabaseURL, o.RedisURL)
 	}
-	o, _, err = benchOptions([]string{"--database-url", "postgres://other/y", "--duration", "7s"}, getenv, &bytes.Buffer{})
+	o, _, _, err = benchOptions([]string{"--database-url", "postgres://other/y", "--duration", "7s"}, getenv, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
