@@ -27,22 +27,35 @@ type seatRow struct {
 	heldUntil *time.Time
 }
 
+// errQuotaRace is holdBatch's answer when a class's room, read without a
+// lock, was taken by another transaction before the batch's counter update:
+// the transaction must be rolled back and the batch tried again with the
+// counters locked.
+var errQuotaRace = errors.New("fare counters changed under the batch")
+
 // holdBatch holds many validated requests for one flight in one
 // transaction, each all or nothing, in the order given, and returns one
 // result per request. A returned error means tx must be rolled back and
-// nothing was held; the caller may then try the requests one by one.
+// nothing was held; errQuotaRace asks for another try with lockQuota, any
+// other error for the requests one by one.
 //
-// It reads the seats and the fare buckets it needs under row locks (seats
-// in seat order, then buckets in class and bucket order: the order every
-// transaction uses), decides every request against that locked state, and
-// writes all bookings, seats, events and counters in one statement each:
-// four round trips to the database in all, however many holds.
-// The writes are still conditional — a seat is set HELD only if it is free
-// or its hold expired, and the bucket CHECKs and the share-sum trigger stand
-// under the counters — so a decision that disagreed with the database would
-// fail the whole batch rather than sell anything twice.
-func holdBatch(ctx context.Context, tx pgx.Tx, flightID int64, reqs []HoldRequest, now time.Time, ttl time.Duration) ([]result, error) {
-	results := make([]result, len(reqs))
+// It reads the flight's fares, the seats it needs under row locks (in seat
+// order) and the fare buckets, decides every request against that state,
+// and writes all bookings, seats, events and counters in one statement
+// each: four round trips to the database in all, however many holds.
+//
+// The buckets are read without a lock unless lockQuota is set: the hot
+// row is then locked only by the batch's last statement, a conditional
+// increment, until commit, so that the next batch on the flight can do
+// all its other work meanwhile. If that increment finds the room gone,
+// holdBatch returns errQuotaRace. A request that fits the class but no
+// single bucket needs share moved between buckets, which is done under
+// the locks (they are then taken at once, in class and bucket order).
+// Every write is conditional — a seat is set HELD only if it is free or
+// its hold expired, a bucket's CHECK and the share-sum trigger stand under
+// the counters — so a decision that disagreed with the database would fail
+// the whole batch rather than sell anything twice.
+func holdBatch(ctx context.Context, tx pgx.Tx, flightID int64, reqs []HoldRequest, now time.Time, ttl time.Duration, lockQuota bool) ([]result, error) {
 	var classes, wanted []string
 	for _, r := range reqs {
 		if !slices.Contains(classes, r.FareClass) {
@@ -61,7 +74,11 @@ func holdBatch(ctx context.Context, tx pgx.Tx, flightID int64, reqs []HoldReques
 	reads := &pgx.Batch{}
 	reads.Queue(flightInfoSQL, flightID, classes)
 	reads.Queue(lockSeatsSQL, flightID, wanted)
-	reads.Queue(lockBucketsSQL, flightID, classes)
+	if lockQuota {
+		reads.Queue(lockBucketsSQL, flightID, classes)
+	} else {
+		reads.Queue(readBucketsSQL, flightID, classes)
+	}
 	br := tx.SendBatch(ctx, reads)
 	rows, err := br.Query()
 	info, infoErr := scanFlightInfo(flightID, rows, err)
@@ -73,6 +90,7 @@ func holdBatch(ctx context.Context, tx pgx.Tx, flightID int64, reqs []HoldReques
 		return nil, err
 	}
 	if fault.CodeOf(infoErr) != "" {
+		results := make([]result, len(reqs))
 		for i := range results {
 			results[i].err = infoErr
 		}
@@ -82,28 +100,15 @@ func holdBatch(ctx context.Context, tx pgx.Tx, flightID int64, reqs []HoldReques
 		return nil, infoErr
 	}
 
-	claimed := map[string]bool{}
-	var plan []planned
-	var idx []int // plan[k] serves reqs[idx[k]]
-	for i := range reqs {
-		r := reqs[i]
-		if _, results[i].err = info.check(&r, now); results[i].err != nil {
-			continue
+	results, plan, idx, moved := decide(reqs, info, seats, buckets, now, lockQuota)
+	if moved {
+		// A share must move between buckets: lock them all and decide again.
+		rows, err := tx.Query(ctx, lockBucketsSQL, flightID, classes)
+		if buckets, err = scanBuckets(flightID, rows, err); err != nil {
+			return nil, err
 		}
-		if results[i].err = seatsFree(r, seats, claimed, now); results[i].err != nil {
-			continue
-		}
-		bs := buckets[r.FareClass]
-		target := roomiest(bs)
-		if !allocate(bs, target, r.units()) {
-			results[i].err = fault.New(fault.SoldOut, "fare class %s of flight %d has no %d units left", r.FareClass, flightID, r.units())
-			continue
-		}
-		for _, s := range r.Seats {
-			claimed[s] = true
-		}
-		plan = append(plan, planned{req: r, fare: info.fares[r.FareClass], bucket: target})
-		idx = append(idx, i)
+		lockQuota = true
+		results, plan, idx, _ = decide(reqs, info, seats, buckets, now, lockQuota)
 	}
 	if len(plan) == 0 {
 		return results, nil
@@ -139,7 +144,13 @@ func holdBatch(ctx context.Context, tx pgx.Tx, flightID int64, reqs []HoldReques
 		return nil, err
 	}
 	writes.Queue(sql, args...)
-	sql, args = bucketsUpdate(flightID, buckets)
+	var deltas []quotaDelta
+	if lockQuota {
+		sql, args = bucketsUpdate(flightID, buckets)
+	} else {
+		deltas = sumDeltas(plan)
+		sql, args = bucketsIncrement(flightID, deltas)
+	}
 	writes.Queue(sql, args...)
 	wr := tx.SendBatch(ctx, writes)
 	if len(seatNos) > 0 {
@@ -157,9 +168,14 @@ func holdBatch(ctx context.Context, tx pgx.Tx, flightID int64, reqs []HoldReques
 		_ = wr.Close()
 		return nil, fmt.Errorf("write %d events: %w", len(events), err)
 	}
-	if _, err := wr.Exec(); err != nil {
+	tag, err := wr.Exec()
+	if err != nil {
 		_ = wr.Close()
 		return nil, fmt.Errorf("update quota on flight %d: %w", flightID, err)
+	}
+	if !lockQuota && int(tag.RowsAffected()) != len(deltas) {
+		_ = wr.Close()
+		return nil, errQuotaRace
 	}
 	if err := wr.Close(); err != nil {
 		return nil, err
@@ -207,4 +223,39 @@ func seatsFree(r HoldRequest, seats map[string]seatRow, claimed map[string]bool,
 		}
 	}
 	return nil
+}
+
+// decide judges each request against the flight, the locked seats, the
+// buckets and the requests before it, and returns the result of each
+// (errors only; bookings come later), the holds to write and which request
+// each serves. With locked buckets it may move share between them; without,
+// a request that would need it stops the decision and moved is true.
+func decide(reqs []HoldRequest, info *flightInfo, seats map[string]seatRow, buckets map[string][]bucket, now time.Time,
+	locked bool) (results []result, plan []planned, idx []int, moved bool) {
+	results = make([]result, len(reqs))
+	claimed := map[string]bool{}
+	for i := range reqs {
+		r := reqs[i]
+		if _, results[i].err = info.check(&r, now); results[i].err != nil {
+			continue
+		}
+		if results[i].err = seatsFree(r, seats, claimed, now); results[i].err != nil {
+			continue
+		}
+		bs := buckets[r.FareClass]
+		target := roomiest(bs)
+		if !locked && bucketRoom(bs, target) < r.units() && classRoom(bs) >= r.units() {
+			return nil, nil, nil, true
+		}
+		if !allocate(bs, target, r.units()) {
+			results[i].err = fault.New(fault.SoldOut, "fare class %s of flight %d has no %d units left", r.FareClass, info.id, r.units())
+			continue
+		}
+		for _, s := range r.Seats {
+			claimed[s] = true
+		}
+		plan = append(plan, planned{req: r, fare: info.fares[r.FareClass], bucket: target})
+		idx = append(idx, i)
+	}
+	return results, plan, idx, false
 }

@@ -2,6 +2,7 @@ package flight
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -70,7 +71,7 @@ func TestHoldBatchDecidesEachRequestAlone(t *testing.T) {
 			}
 		}
 		var err error
-		results, err = holdBatch(context.Background(), tx, id, reqs, epoch, 10*time.Minute)
+		results, err = holdBatch(context.Background(), tx, id, reqs, epoch, 10*time.Minute, false)
 		return err
 	})
 	if err != nil {
@@ -149,7 +150,7 @@ func TestBucketsNeverRefuseWhatTheClassCanTake(t *testing.T) {
 	var results []result
 	err = pg.InTx(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		results, err = holdBatch(ctx, tx, id2, reqs, epoch, time.Minute)
+		results, err = holdBatch(ctx, tx, id2, reqs, epoch, time.Minute, false)
 		return err
 	})
 	if err != nil || results[0].err != nil {
@@ -210,5 +211,102 @@ func TestChangeFareRespreadsRoom(t *testing.T) {
 	zero := 0
 	if _, err := svc.ChangeFare(ctx, id, "ECONOMY", FareChange{OverbookLimit: &zero}); !fault.Is(err, fault.InvalidState) {
 		t.Errorf("limit below held: err %v, want invalid_state", err)
+	}
+}
+
+// A batch decides on counters it read without a lock; when another
+// transaction takes that room before the batch's counter update, the
+// batch fails as a whole (nothing of it stays) and the coalescer decides
+// again with the counters locked: the holds are then refused, not sold.
+func TestBatchThatLostItsRoomIsDecidedAgain(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
+	ctx := context.Background()
+	reqs := func(id int64) []HoldRequest {
+		return []HoldRequest{
+			{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Quantity: 1},
+			{CustomerID: 2, FlightID: id, FareClass: "ECONOMY", Quantity: 1},
+		}
+	}
+	// takeRoomDuring takes the class's last two units in a transaction
+	// that commits only once batch is waiting for the counter row.
+	takeRoomDuring := func(t *testing.T, id int64, batch func() error) error {
+		t.Helper()
+		other, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = other.Rollback(ctx) }()
+		if _, err := other.Exec(ctx, `UPDATE fare_bucket SET held = held + 2 WHERE flight_id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- batch() }()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var waiting int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			if waiting > 0 {
+				break
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("the batch finished without waiting for the counter row: %v", err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the batch never waited for the counter row")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := other.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return <-done
+	}
+	counts := func(t *testing.T, id int64) (held, bookings int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT (SELECT sum(held) FROM fare_bucket WHERE flight_id = $1),
+			(SELECT count(*) FROM booking WHERE flight_id = $1)`, id).Scan(&held, &bookings); err != nil {
+			t.Fatal(err)
+		}
+		return held, bookings
+	}
+
+	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 2})
+	err := takeRoomDuring(t, id, func() error {
+		return pg.InTx(ctx, pool, func(tx pgx.Tx) error {
+			_, err := holdBatch(ctx, tx, id, reqs(id), epoch, time.Minute, false)
+			return err
+		})
+	})
+	if !errors.Is(err, errQuotaRace) {
+		t.Fatalf("batch err = %v, want errQuotaRace", err)
+	}
+	if held, bookings := counts(t, id); held != 2 || bookings != 0 {
+		t.Errorf("held %d, bookings %d; want 2 (the other transaction's) and none", held, bookings)
+	}
+
+	// Through the coalescer: the same race ends in two sold_out answers.
+	id = newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 2})
+	c := newCoalescer(svc, 64, 2, 0, 0, nil)
+	var batch []*call
+	for _, r := range reqs(id) {
+		batch = append(batch, &call{ctx: ctx, req: r, done: make(chan struct{})})
+	}
+	if err := takeRoomDuring(t, id, func() error { c.flush(id, batch); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for i, cl := range batch {
+		if !fault.Is(cl.err, fault.SoldOut) || cl.b != nil {
+			t.Errorf("hold %d: booking %v err %v, want sold_out", i, cl.b, cl.err)
+		}
+	}
+	if held, bookings := counts(t, id); held != 2 || bookings != 0 {
+		t.Errorf("held %d, bookings %d; want 2 and none", held, bookings)
 	}
 }

@@ -18,12 +18,16 @@ import (
 // per batch, like a group commit: the first hold of a flight starts a
 // flush at once, holds that arrive while it runs wait and go together in
 // the next, up to maxBatch. One commit then serves many holds, and the hot
-// rows are locked once per batch instead of once per hold. Each hold is
-// still all or nothing, and PostgreSQL still decides (holdBatch); across
-// processes, batches queue on the same row locks as single holds would.
+// rows are locked once per batch instead of once per hold. Up to flushes
+// batches of a flight run at once: each locks the counter row only with
+// its last statement, so one does its reads and writes while another
+// waits for its commit. Each hold is still all or nothing, and PostgreSQL
+// still decides (holdBatch); across processes, batches queue on the same
+// row locks as single holds would.
 type coalescer struct {
 	svc      *Service
 	maxBatch int
+	flushes  int
 	linger   time.Duration
 	// regroup is the longest pause after a batch of several holds to let
 	// their callers' next holds gather for the next flush.
@@ -34,6 +38,7 @@ type coalescer struct {
 	queueWait time.Duration
 	sizes     prometheus.Histogram
 	fallback  prometheus.Counter
+	retried   prometheus.Counter
 	shed      prometheus.Counter
 
 	mu    sync.Mutex
@@ -42,6 +47,7 @@ type coalescer struct {
 
 type lane struct {
 	waiting []*call
+	running int // flushing goroutines
 }
 
 type call struct {
@@ -52,8 +58,8 @@ type call struct {
 	err  error
 }
 
-func newCoalescer(svc *Service, maxBatch int, linger, queueWait time.Duration, reg prometheus.Registerer) *coalescer {
-	c := &coalescer{svc: svc, maxBatch: maxBatch, linger: linger, regroup: 2 * time.Millisecond, queueWait: queueWait,
+func newCoalescer(svc *Service, maxBatch, flushes int, linger, queueWait time.Duration, reg prometheus.Registerer) *coalescer {
+	c := &coalescer{svc: svc, maxBatch: maxBatch, flushes: flushes, linger: linger, regroup: 2 * time.Millisecond, queueWait: queueWait,
 		lanes: map[int64]*lane{},
 		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "berth_hold_batch_size",
@@ -64,13 +70,17 @@ func newCoalescer(svc *Service, maxBatch int, linger, queueWait time.Duration, r
 			Name: "berth_hold_batch_fallbacks_total",
 			Help: "Coalesced transactions that failed as a whole and were retried one hold at a time.",
 		}),
+		retried: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "berth_hold_batch_retries_total",
+			Help: "Coalesced transactions tried again with the fare counters locked because another took the room they counted on.",
+		}),
 		shed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "berth_hold_batch_shed_total",
 			Help: "Holds answered 503 because their batch did not start within the queue wait.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(c.sizes, c.fallback, c.shed)
+		reg.MustRegister(c.sizes, c.fallback, c.retried, c.shed)
 	}
 	return c
 }
@@ -78,14 +88,18 @@ func newCoalescer(svc *Service, maxBatch int, linger, queueWait time.Duration, r
 func (c *coalescer) hold(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
 	cl := &call{ctx: ctx, req: r, done: make(chan struct{})}
 	c.mu.Lock()
-	l, running := c.lanes[r.FlightID]
-	if !running {
+	l, ok := c.lanes[r.FlightID]
+	if !ok {
 		l = &lane{}
 		c.lanes[r.FlightID] = l
 	}
 	l.waiting = append(l.waiting, cl)
+	start := l.running < c.flushes
+	if start {
+		l.running++
+	}
 	c.mu.Unlock()
-	if !running {
+	if start {
 		go c.run(r.FlightID, l)
 	}
 	var queued <-chan time.Time
@@ -159,7 +173,9 @@ func (c *coalescer) run(flightID int64, l *lane) {
 			batch = append(batch, cl)
 		}
 		if len(batch) == 0 {
-			delete(c.lanes, flightID)
+			if l.running--; l.running == 0 {
+				delete(c.lanes, flightID)
+			}
 			c.mu.Unlock()
 			return
 		}
@@ -205,11 +221,20 @@ func (c *coalescer) flush(flightID int64, batch []*call) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), 30*time.Second)
 	defer cancel()
 	var results []result
-	err := pg.InTx(ctx, c.svc.pool, func(tx pgx.Tx) error {
-		var err error
-		results, err = holdBatch(ctx, tx, flightID, reqs, c.svc.clock.Now(), c.svc.holdTTL)
-		return err
-	})
+	try := func(lockQuota bool) error {
+		return pg.InTx(ctx, c.svc.pool, func(tx pgx.Tx) error {
+			var err error
+			results, err = holdBatch(ctx, tx, flightID, reqs, c.svc.clock.Now(), c.svc.holdTTL, lockQuota)
+			return err
+		})
+	}
+	err := try(false)
+	if errors.Is(err, errQuotaRace) {
+		// Another transaction took the room the batch counted on: decide
+		// again with the counters locked.
+		c.retried.Inc()
+		err = try(true)
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		// No connection within the shed budget (or the database is stuck):
 		// every hold of the batch would wait the same way alone.

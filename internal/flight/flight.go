@@ -83,6 +83,10 @@ type Config struct {
 	Coalesce bool
 	MaxBatch int
 	Linger   time.Duration
+	// Flushes is how many batches of one flight this process may have in
+	// the database at once (default 2): the next batch does its reads and
+	// writes while the one before holds the counter row until its commit.
+	Flushes int
 	// QueueWait bounds how long a coalesced hold waits for its batch to
 	// start (0: no bound); past it the hold is answered 503 overloaded.
 	QueueWait time.Duration
@@ -104,6 +108,9 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 	if cfg.MaxBatch < 1 {
 		cfg.MaxBatch = 64
 	}
+	if cfg.Flushes < 1 {
+		cfg.Flushes = 2
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -122,7 +129,7 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 		searches: guard.NewCache[[]*Flight](cfg.SearchTTL, cfg.MaxCacheKey),
 	}
 	if cfg.Coalesce {
-		s.coalescer = newCoalescer(s, cfg.MaxBatch, cfg.Linger, cfg.QueueWait, cfg.Registry)
+		s.coalescer = newCoalescer(s, cfg.MaxBatch, cfg.Flushes, cfg.Linger, cfg.QueueWait, cfg.Registry)
 	}
 	return s
 }

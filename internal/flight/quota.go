@@ -1,9 +1,11 @@
 package flight
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -64,6 +66,10 @@ func takeQuota(ctx context.Context, tx pgx.Tx, flightID int64, class string, b i
 const lockBucketsSQL = `SELECT fare_class, bucket, quota, sold, held FROM fare_bucket
 	WHERE flight_id = $1 AND fare_class = ANY($2) ORDER BY fare_class, bucket FOR UPDATE`
 
+// readBucketsSQL reads what lockBucketsSQL does, without locking.
+const readBucketsSQL = `SELECT fare_class, bucket, quota, sold, held FROM fare_bucket
+	WHERE flight_id = $1 AND fare_class = ANY($2) ORDER BY fare_class, bucket`
+
 // lockBuckets locks every bucket of class in bucket order and returns them.
 func lockBuckets(ctx context.Context, tx pgx.Tx, flightID int64, class string) ([]bucket, error) {
 	rows, err := tx.Query(ctx, lockBucketsSQL, flightID, []string{class})
@@ -121,6 +127,25 @@ func allocate(bs []bucket, target int16, n int) bool {
 	return true
 }
 
+// bucketRoom is the room of bucket n of bs.
+func bucketRoom(bs []bucket, n int16) int {
+	for _, b := range bs {
+		if b.n == n {
+			return b.room()
+		}
+	}
+	return 0
+}
+
+// classRoom is the room of all of bs together.
+func classRoom(bs []bucket) int {
+	total := 0
+	for _, b := range bs {
+		total += b.room()
+	}
+	return total
+}
+
 // roomiest returns the bucket with the most room.
 func roomiest(bs []bucket) int16 {
 	best := 0
@@ -171,4 +196,51 @@ func splitQuota(quota, n int) []int {
 		}
 	}
 	return out
+}
+
+// quotaDelta is what a batch adds to one bucket's held count.
+type quotaDelta struct {
+	class string
+	n     int16
+	held  int
+}
+
+// sumDeltas adds up the units of planned holds per class and bucket, in
+// class and bucket order (the order every transaction locks them in).
+func sumDeltas(plan []planned) []quotaDelta {
+	var out []quotaDelta
+	for _, p := range plan {
+		i := slices.IndexFunc(out, func(d quotaDelta) bool { return d.class == p.req.FareClass && d.n == p.bucket })
+		if i < 0 {
+			out = append(out, quotaDelta{class: p.req.FareClass, n: p.bucket})
+			i = len(out) - 1
+		}
+		out[i].held += p.req.units()
+	}
+	slices.SortFunc(out, func(a, b quotaDelta) int {
+		return cmp.Or(cmp.Compare(a.class, b.class), cmp.Compare(a.n, b.n))
+	})
+	return out
+}
+
+// bucketsIncrement is the statement that adds deltas to their buckets'
+// held counts where they still fit, locking the rows in class and bucket
+// order first; a bucket without the room is left unchanged, so the
+// statement's row count tells whether every delta fitted.
+func bucketsIncrement(flightID int64, deltas []quotaDelta) (string, []any) {
+	classes := make([]string, len(deltas))
+	ns := make([]int16, len(deltas))
+	helds := make([]int, len(deltas))
+	for i, d := range deltas {
+		classes[i], ns[i], helds[i] = d.class, d.n, d.held
+	}
+	return `WITH locked AS (
+			SELECT fb.fare_class, fb.bucket FROM fare_bucket fb
+			WHERE fb.flight_id = $1 AND (fb.fare_class, fb.bucket) IN (SELECT * FROM unnest($2::text[], $3::smallint[]))
+			ORDER BY fb.fare_class, fb.bucket FOR UPDATE)
+		UPDATE fare_bucket fb SET held = fb.held + u.held
+		FROM locked l, unnest($2::text[], $3::smallint[], $4::int[]) AS u(fare_class, bucket, held)
+		WHERE fb.flight_id = $1 AND fb.fare_class = l.fare_class AND fb.bucket = l.bucket
+		  AND u.fare_class = l.fare_class AND u.bucket = l.bucket AND fb.sold + fb.held + u.held <= fb.quota`,
+		[]any{flightID, classes, ns, helds}
 }
