@@ -74,7 +74,30 @@ type Room struct {
 	// spent remembers, while Redis is unreachable, the tokens spent here.
 	spentMu sync.Mutex
 	spent   map[string]time.Time
+	// issued remembers the tickets this process handed out in the last
+	// recallFor, so that a queued customer who keeps asking gets the same
+	// ticket back without a round trip to Redis.
+	issuedMu sync.Mutex
+	issued   map[issuedKey]issuedTicket
 }
+
+type issuedKey struct{ flight, customer int64 }
+
+// issuedTicket is a ticket as queue handed it out: its number, the
+// signed ticket, and the room's frontier and rate at that moment.
+type issuedTicket struct {
+	seq    int64
+	ticket string
+	front  int64
+	per    int
+	at     time.Time
+}
+
+// recallFor is how long a ticket handed out here is handed out again
+// without asking Redis. The position shown meanwhile is the frontier then,
+// moved on at the room's rate; a ticket spent through another process may
+// be shown for as long (its owner is then told to ask again).
+const recallFor = time.Second
 
 type roomSnapshot struct {
 	rooms  map[int64]int // admitPerSecond of the flights whose room is on
@@ -89,7 +112,7 @@ func newRoom(r *Redis, pool *pgxpool.Pool, c clock.Clock, secret []byte, ticket,
 	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte("berth/waiting-room/v1"))
 	return &Room{r: r, pool: pool, clock: c, key: mac.Sum(nil), ticket: ticket, token: token, on: on, log: log, m: m,
-		fallback: make(map[int64]*rate.Limiter), spent: make(map[string]time.Time)}
+		fallback: make(map[int64]*rate.Limiter), spent: make(map[string]time.Time), issued: make(map[issuedKey]issuedTicket)}
 }
 
 // Configure sets flight's waiting room and returns what is in force.
@@ -381,6 +404,10 @@ func (rm *Room) queue(ctx context.Context, flight, customer int64, per int, now 
 	if !rm.r.Usable() {
 		return rm.fallbackAdmit(flight, per)
 	}
+	if t, ok := rm.recall(flight, customer, per, now); ok {
+		front := t.front + now.Sub(t.at).Milliseconds()*int64(per)/1000
+		return rm.queued(flight, t.seq, front, t.ticket, per)
+	}
 	exp := now.Add(rm.ticket)
 	res, err := roomTicket.Run(ctx, rm.r.Cmd, []string{rm.stateKey(flight), rm.customerKey(flight, customer)},
 		now.UnixMilli(), per, rm.ticket.Milliseconds(), exp.UnixMilli()).Int64Slice()
@@ -391,6 +418,12 @@ func (rm *Room) queue(ctx context.Context, flight, customer int64, per int, now 
 	rm.r.OK()
 	seq, front := res[0], res[1]
 	ticket := rm.sign(pass{kind: 't', flight: flight, customer: customer, seq: seq, expires: time.UnixMilli(res[2])})
+	rm.remember(flight, customer, issuedTicket{seq: seq, ticket: ticket, front: front, per: per, at: now})
+	return rm.queued(flight, seq, front, ticket, per)
+}
+
+// queued is the 429 waiting_room answer for ticket number seq.
+func (rm *Room) queued(flight, seq, front int64, ticket string, per int) error {
 	pos := max(0, seq-front)
 	rm.m.turnedAway.WithLabelValues("waiting_room").Inc()
 	e := fault.New(fault.WaitingRoom, "flight %d is in high demand: you are number %d in the queue; "+
@@ -398,6 +431,34 @@ func (rm *Room) queue(ctx context.Context, flight, customer int64, per int, now 
 	e.RetryAfter = max(time.Second, time.Duration(pos)*time.Second/time.Duration(per))
 	e.Extra = map[string]any{"ticket": ticket, "position": pos}
 	return e
+}
+
+// recall returns the ticket handed out here to customer for flight within
+// recallFor of now, at the same rate.
+func (rm *Room) recall(flight, customer int64, per int, now time.Time) (issuedTicket, bool) {
+	rm.issuedMu.Lock()
+	defer rm.issuedMu.Unlock()
+	t, ok := rm.issued[issuedKey{flight, customer}]
+	if !ok || t.per != per || now.Before(t.at) || now.Sub(t.at) >= recallFor {
+		return issuedTicket{}, false
+	}
+	return t, true
+}
+
+func (rm *Room) remember(flight, customer int64, t issuedTicket) {
+	rm.issuedMu.Lock()
+	defer rm.issuedMu.Unlock()
+	if len(rm.issued) >= maxLocalKeys {
+		clear(rm.issued)
+	}
+	rm.issued[issuedKey{flight, customer}] = t
+}
+
+// forget drops the ticket remembered for customer on flight: it was spent.
+func (rm *Room) forget(flight, customer int64) {
+	rm.issuedMu.Lock()
+	defer rm.issuedMu.Unlock()
+	delete(rm.issued, issuedKey{flight, customer})
 }
 
 // fallbackAdmit admits up to per holds a second (of the injected clock) in
@@ -476,6 +537,9 @@ func (rm *Room) done(ctx context.Context, a *admission, held bool) {
 		return
 	}
 	key := rm.spentKey(a.flight, a.seq)
+	if held {
+		rm.forget(a.flight, a.customer)
+	}
 	if a.local {
 		if !held {
 			rm.spentMu.Lock()

@@ -308,3 +308,34 @@ func TestWaitingRoomNotEnforcedWithoutProtect(t *testing.T) {
 	openRoom(t, s, flightID, 1)
 	bookingID(t, book(s, 1, qtyHold(flightID, "ECONOMY", 1), ""))
 }
+
+// A queued customer who keeps asking is answered from this process's
+// memory of the ticket for a second (its position moving on at the room's
+// rate), not by another round trip to Redis; after that Redis is asked
+// again.
+func TestWaitingRoomRepeatsAnsweredFromMemoryForASecond(t *testing.T) {
+	t.Parallel()
+	redisURL, prefix := apptest.SharedRedis(t)
+	s := start(t, "", redisURL, prefix, nil)
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 10})
+	openRoom(t, s, flightID, 2)
+	ticket, pos := queued(t, book(s, 1, qtyHold(flightID, "ECONOMY", 1), ""))
+	if pos != 1 {
+		t.Fatalf("position %d, want 1", pos)
+	}
+	// Redis loses the room (as after a failover without persistence): the
+	// answers within the second do not notice.
+	rdb := redisClient(t, redisURL)
+	if err := rdb.Del(context.Background(), path("%swr:{%d}", prefix, flightID), path("%swr:{%d}:c:1", prefix, flightID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Clock.Advance(500 * time.Millisecond)
+	again, pos := queued(t, book(s, 1, qtyHold(flightID, "ECONOMY", 1), ""))
+	if again != ticket || pos != 0 {
+		t.Errorf("asked again half a second later: position %d, same ticket %v; want 0 with the same ticket", pos, again == ticket)
+	}
+	s.Clock.Advance(time.Second)
+	if fresh, _ := queued(t, book(s, 1, qtyHold(flightID, "ECONOMY", 1), "")); fresh == ticket {
+		t.Error("a second later the ticket still came from memory; want Redis asked (a new ticket, since Redis lost the old one)")
+	}
+}
