@@ -95,10 +95,10 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	if o.SeatMapTTL == 0 {
 		o.SeatMapTTL = 2 * time.Second
 	}
-	// Half the pool is kept open: a sale's first second must not wait for
-	// connections to be made (their time would count against the shed
-	// wait and turn holds away).
-	pc := pg.PoolConfig{MaxConns: int32(cfg.DBMaxConns), MinConns: int32(cfg.DBMaxConns / 2), AppName: "berth"}
+	// Part of the pool is kept open (BERTH_DB_MIN_CONNS): a sale's first
+	// second must not wait for connections to be made (their time would
+	// count against the shed wait and turn holds away).
+	pc := pg.PoolConfig{MaxConns: int32(cfg.DBMaxConns), MinConns: int32(min(cfg.DBMinConns, cfg.DBMaxConns)), AppName: "berth"}
 	tracer := &guard.AcquireTracer{}
 	if cfg.Protect {
 		pc.Tracer = tracer

@@ -31,8 +31,12 @@ type Config struct {
 	SweepInterval   time.Duration
 	HoldLimit       Rate
 	DBMaxConns      int
-	Migrate         bool
-	LogLevel        string
+	// DBMinConns is how many of the pool's connections are kept open when
+	// idle (at most DBMaxConns), so a sale's first second does not wait
+	// for new PostgreSQL backends.
+	DBMinConns int
+	Migrate    bool
+	LogLevel   string
 	// Protect turns on the surge layers in front of the database (waiting
 	// room, seat gate, sold-out hint, hold coalescing, load shedding).
 	// Off, berth runs the bare design: one transaction per request.
@@ -110,6 +114,7 @@ func Defaults() Config {
 		RequestLimit:  Rate{N: 100, Window: time.Second},
 		ShedWait:      150 * time.Millisecond,
 		DBMaxConns:    20,
+		DBMinConns:    10,
 		LogLevel:      "info",
 		Protect:       true,
 		FareBuckets:   1,
@@ -190,6 +195,7 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 	}
 	ints := map[string]*int{
 		"BERTH_DB_MAX_CONNS": &c.DBMaxConns,
+		"BERTH_DB_MIN_CONNS": &c.DBMinConns,
 		"BERTH_FARE_BUCKETS": &c.FareBuckets,
 		"BERTH_HOLD_BATCH":   &c.HoldBatch,
 	}
@@ -225,6 +231,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.Var(&c.RequestLimit, "request-limit", "requests per client per window on every route, or off (BERTH_REQUEST_LIMIT)")
 	fs.DurationVar(&c.ShedWait, "shed-wait", c.ShedWait, "longest wait for a database connection before 503 overloaded (BERTH_SHED_WAIT)")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "database pool size (BERTH_DB_MAX_CONNS)")
+	fs.IntVar(&c.DBMinConns, "db-min-conns", c.DBMinConns, "connections kept open when idle, at most the pool size (BERTH_DB_MIN_CONNS)")
 	fs.IntVar(&c.FareBuckets, "fare-buckets", c.FareBuckets, "counter rows per new fare class (BERTH_FARE_BUCKETS)")
 	fs.IntVar(&c.HoldBatch, "hold-batch", c.HoldBatch, "most holds coalesced into one transaction (BERTH_HOLD_BATCH)")
 	fs.BoolVar(&c.Migrate, "migrate", c.Migrate, "apply migrations before serving")
@@ -275,6 +282,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DBMaxConns < 2 || c.DBMaxConns > 1000 {
 		bad("BERTH_DB_MAX_CONNS", "%d must be between 2 and 1000", c.DBMaxConns)
+	}
+	if c.DBMinConns < 0 || c.DBMinConns > 1000 {
+		bad("BERTH_DB_MIN_CONNS", "%d must be between 0 and 1000", c.DBMinConns)
 	}
 	if c.FareBuckets < 1 || c.FareBuckets > 64 {
 		bad("BERTH_FARE_BUCKETS", "%d must be between 1 and 64", c.FareBuckets)

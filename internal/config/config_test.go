@@ -56,6 +56,8 @@ func TestValidateNamesTheSetting(t *testing.T) {
 		{"BERTH_REQUEST_LIMIT", "lots", "BERTH_REQUEST_LIMIT"},
 		{"BERTH_SHED_WAIT", "0s", "BERTH_SHED_WAIT"},
 		{"BERTH_SHED_WAIT", "soon", "BERTH_SHED_WAIT"},
+		{"BERTH_DB_MIN_CONNS", "-1", "BERTH_DB_MIN_CONNS"},
+		{"BERTH_DB_MIN_CONNS", "some", "BERTH_DB_MIN_CONNS"},
 	}
 	for _, tt := range tests {
 		m := with(tt.key, tt.value)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/clock"
@@ -81,6 +82,18 @@ func TestAsOverload(t *testing.T) {
 	plain := errors.New("boom")
 	if got := AsOverload(context.Background(), plain); got != plain { //nolint:errorlint // the very same error
 		t.Errorf("other error: %v", got)
+	}
+	for name, err := range map[string]error{
+		"too many clients": fmt.Errorf("acquire: %w", &pgconn.PgError{Code: "53300", Message: "sorry, too many clients already"}),
+		"starting up":      &pgconn.PgError{Code: "57P03", Message: "the database system is starting up"},
+		"unreachable":      fmt.Errorf("acquire: %w", &pgconn.ConnectError{}),
+	} {
+		if got := AsOverload(context.Background(), err); !errors.As(got, &fe) || fe.Code != fault.Overloaded || fe.RetryAfter == 0 {
+			t.Errorf("%s: %v, want overloaded with Retry-After", name, got)
+		}
+	}
+	if constraint := (&pgconn.PgError{Code: "23505"}); AsOverload(context.Background(), constraint) != error(constraint) {
+		t.Error("a constraint violation became overloaded")
 	}
 	coded := fault.New(fault.SoldOut, "x")
 	if got := AsOverload(context.Background(), coded); got != coded { //nolint:errorlint // the very same error

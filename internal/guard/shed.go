@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/berth/internal/fault"
@@ -49,17 +50,34 @@ func Overloaded(format string, args ...any) *fault.Error {
 
 // AsOverload turns err into a 503 overloaded when it is a deadline that
 // berth set itself (a shed acquire, or a request's overall deadline) rather
-// than the client going away, so a slow database answers 503 with
-// Retry-After, never 500. Other errors are returned as they are.
+// than the client going away, or when PostgreSQL could not be given a
+// connection (too many clients, starting up or shutting down, unreachable):
+// the database is busy or away, so the client gets Retry-After, never 500.
+// Other errors are returned as they are.
 func AsOverload(ctx context.Context, err error) error {
-	if err == nil || fault.CodeOf(err) != "" || !errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || fault.CodeOf(err) != "" {
 		return err
 	}
-	if errors.Is(ctx.Err(), context.Canceled) {
+	if DatabaseRefused(err) {
+		return &fault.Error{Code: fault.Overloaded, Detail: "the database cannot take the request now; try again shortly",
+			RetryAfter: RetryAfterOverloaded, Err: err}
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.Canceled) {
 		return err
 	}
 	return &fault.Error{Code: fault.Overloaded, Detail: "the database is busy; try again shortly",
 		RetryAfter: RetryAfterOverloaded, Err: err}
+}
+
+// DatabaseRefused reports whether err is PostgreSQL declining a connection.
+func DatabaseRefused(err error) bool {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var pe *pgconn.PgError
+	// too_many_connections, cannot_connect_now
+	return errors.As(err, &pe) && (pe.Code == "53300" || pe.Code == "57P03")
 }
 
 // lane is a counting semaphore with a bounded wait.

@@ -67,6 +67,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		})
 		return
 	}
+	if fe.Code == fault.Overloaded && guard.DatabaseRefused(fe.Err) {
+		// Not load that shedding answers: the database is away or full.
+		s.log.Warn("database refused a connection", "method", r.Method, "path", r.URL.Path, "err", fe.Err)
+	}
 	status, ok := statusOf[fe.Code]
 	if !ok {
 		s.log.Error("error code without a status", "code", fe.Code, "err", err)
