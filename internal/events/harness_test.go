@@ -51,7 +51,7 @@ func newEnv(t testing.TB, url string) *env {
 	if url == "" {
 		url = pgtest.NewURL(t)
 	}
-	pool, err := pg.Open(context.Background(), url, pg.PoolConfig{MaxConns: 30, AppName: "berth-events-test"})
+	pool, err := pg.Open(context.Background(), url, pg.PoolConfig{MaxConns: 12, AppName: "berth-events-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

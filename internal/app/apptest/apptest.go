@@ -59,9 +59,9 @@ type Options struct {
 // layers are on, as in production, except the per-customer and per-client
 // limits, which tests of other rules would trip over, and with a lenient
 // shed wait, since a busy test machine is slow but not overloaded (tests of
-// the limits and of shedding set their own), and without idle connections
-// kept open: the suite runs many servers at once against a PostgreSQL whose
-// max_connections may be the default 100.
+// the limits and of shedding set their own), and with a small pool that
+// keeps no idle connections open: the suite runs many servers at once
+// against a PostgreSQL whose max_connections may be the default 100.
 func TestConfig(dbURL string) config.Config {
 	c := config.Defaults()
 	c.HTTPAddr = "127.0.0.1:0"
@@ -71,6 +71,7 @@ func TestConfig(dbURL string) config.Config {
 	c.HoldLimit = config.Rate{}
 	c.RequestLimit = config.Rate{}
 	c.ShedWait = 5 * time.Second
+	c.DBMaxConns = 10
 	c.DBMinConns = 0
 	return c
 }
