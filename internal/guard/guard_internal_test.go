@@ -92,7 +92,7 @@ func TestAsOverload(t *testing.T) {
 			t.Errorf("%s: %v, want overloaded with Retry-After", name, got)
 		}
 	}
-	if constraint := (&pgconn.PgError{Code: "23505"}); AsOverload(context.Background(), constraint) != error(constraint) {
+	if constraint := (&pgconn.PgError{Code: "23505"}); AsOverload(context.Background(), constraint) != error(constraint) { //nolint:errorlint // the very same error
 		t.Error("a constraint violation became overloaded")
 	}
 	coded := fault.New(fault.SoldOut, "x")
