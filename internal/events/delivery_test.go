@@ -78,6 +78,13 @@ func TestCrashBetweenPublishAndMarkDeliversTwiceActsOnce(t *testing.T) {
 			stop()
 			rec.check(t)
 			e.checkTickets(t)
+			// The backlog went in batches, and healthy consumers never
+			// need the one-by-one fallback.
+			for _, c := range []string{"recorder", events.TicketsName} {
+				if n := metric(t, reg, "berth_consumer_batch_fallbacks_total", c); n != 0 {
+					t.Errorf("%s: %g batches fell back to one by one", c, n)
+				}
+			}
 			if n := rec.handled.Load(); n != int64(len(ids)*12) {
 				t.Errorf("recorder processed %d events, want %d: each once", n, len(ids)*12)
 			}

@@ -160,6 +160,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, c Consumer, evs []Event) 
 		if ctx.Err() != nil {
 			return err
 		}
+		d.Metrics.fallbacks.WithLabelValues(c.Name()).Inc()
 		d.Log.Warn("batch delivery failed; delivering one by one", "consumer", c.Name(), "events", len(wanted), "err", err)
 		for _, e := range wanted {
 			if err := d.Deliver(ctx, c, e); err != nil {
@@ -205,8 +206,8 @@ func claim(ctx context.Context, tx pgx.Tx, consumer string, ids []string, now ti
 		return out, nil
 	}
 	rows, err := tx.Query(ctx, `INSERT INTO consumer_event (consumer, event_id, processed_at)
-		SELECT $1, id, $3 FROM unnest($2::text[]) AS id
-		ON CONFLICT DO NOTHING RETURNING event_id`, consumer, ids, now)
+		SELECT $1, id, $3 FROM unnest($2::uuid[]) AS id
+		ON CONFLICT DO NOTHING RETURNING event_id::text`, consumer, ids, now)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: claim %d events: %w", consumer, len(ids), err)
 	}
