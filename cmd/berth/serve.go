@@ -16,6 +16,14 @@ import (
 )
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	return runApp(ctx, args, getenv, stderr, (*app.App).Run)
+}
+
+// runApp is what serve and worker share: it loads the settings, wires the
+// app, listens on BERTH_HTTP_ADDR and runs run (App.Run or App.RunWorker)
+// on it until ctx ends.
+func runApp(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer,
+	run func(a *app.App, ctx context.Context, ln net.Listener) error) error {
 	cfg, err := config.Load(args, getenv)
 	if err != nil {
 		return fmt.Errorf("settings: %w", err)
@@ -26,11 +34,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 	defer a.Close()
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	return a.Run(ctx, ln)
+	return run(a, ctx, ln)
 }
 
 // databaseFlags reads the database URL for the commands that need nothing

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
-	"net"
 	"time"
 
 	"berth.dev/berth/internal/app"
@@ -17,21 +15,7 @@ import (
 // BERTH_EVENTS_IN_SERVE=false). It takes serve's settings and serves
 // /metrics and /healthz on BERTH_HTTP_ADDR.
 func worker(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	cfg, err := config.Load(args, getenv)
-	if err != nil {
-		return fmt.Errorf("settings: %w", err)
-	}
-	log := newLogger(stderr, cfg.LogLevel)
-	a, err := app.New(ctx, cfg, app.Options{Log: log})
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-	}
-	return a.RunWorker(ctx, ln)
+	return runApp(ctx, args, getenv, stderr, (*app.App).RunWorker)
 }
 
 type eventAudit struct{ retention, lag time.Duration }

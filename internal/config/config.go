@@ -164,14 +164,8 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 		"BERTH_SWEEP_INTERVAL":  &c.SweepInterval,
 		"BERTH_SHED_WAIT":       &c.ShedWait,
 	}
-	for name, dst := range durations {
-		if v := getenv(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return fmt.Errorf("%s: %q is not a duration like 10m", name, v)
-			}
-			*dst = d
-		}
+	if err := envVars(getenv, durations, time.ParseDuration, "a duration like 10m"); err != nil {
+		return err
 	}
 	if v := getenv("BERTH_HOLD_LIMIT"); v != "" {
 		if err := c.HoldLimit.Set(v); err != nil {
@@ -199,16 +193,25 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 		"BERTH_FARE_BUCKETS": &c.FareBuckets,
 		"BERTH_HOLD_BATCH":   &c.HoldBatch,
 	}
-	for name, dst := range ints {
-		if v := getenv(name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return fmt.Errorf("%s: %q is not a number", name, v)
-			}
-			*dst = n
-		}
+	if err := envVars(getenv, ints, strconv.Atoi, "a number"); err != nil {
+		return err
 	}
 	return c.Events.fromEnv(getenv)
+}
+
+// envVars sets *dst from each variable of vars that getenv gives, with
+// parse; a value parse refuses is named as not being want.
+func envVars[T any](getenv func(string) string, vars map[string]*T, parse func(string) (T, error), want string) error {
+	for name, dst := range vars {
+		if v := getenv(name); v != "" {
+			x, err := parse(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not %s", name, v, want)
+			}
+			*dst = x
+		}
+	}
+	return nil
 }
 
 // Flags registers the settings as flags on fs, with the current values as

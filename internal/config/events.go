@@ -39,14 +39,9 @@ func (e *Events) fromEnv(getenv func(string) string) error {
 			*dst = v
 		}
 	}
-	for name, dst := range map[string]*time.Duration{"BERTH_EVENT_RETENTION": &e.Retention, "BERTH_OUTBOX_POLL_INTERVAL": &e.PollInterval} {
-		if v := getenv(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return fmt.Errorf("%s: %q is not a duration like 168h", name, v)
-			}
-			*dst = d
-		}
+	if err := envVars(getenv, map[string]*time.Duration{"BERTH_EVENT_RETENTION": &e.Retention, "BERTH_OUTBOX_POLL_INTERVAL": &e.PollInterval},
+		time.ParseDuration, "a duration like 168h"); err != nil {
+		return err
 	}
 	if v := getenv("BERTH_EVENTS_IN_SERVE"); v != "" {
 		b, err := strconv.ParseBool(v)

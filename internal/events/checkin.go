@@ -3,7 +3,6 @@ package events
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -49,24 +48,19 @@ func (c Checkin) Handle(ctx context.Context, tx pgx.Tx, e Event) error {
 	if v.Kind != booking.KindFlight {
 		return nil
 	}
-	var known string
-	var version int
-	err := tx.QueryRow(ctx, `SELECT status, version FROM checkin_booking WHERE booking_id = $1 FOR UPDATE`, v.BookingID).Scan(&known, &version)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		if v.Status != booking.Confirmed {
-			return nil // never reported, so nothing to withdraw
-		}
-	case err != nil:
-		return fmt.Errorf("look up check-in state of booking %d: %w", v.BookingID, err)
-	case version >= v.Version:
-		return nil // an older event than one already reported
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO checkin_booking (booking_id, version, status) VALUES ($1, $2, $3)
-		ON CONFLICT (booking_id) DO UPDATE SET version = EXCLUDED.version, status = EXCLUDED.status`,
-		v.BookingID, v.Version, v.Status)
+	// Only a newer version than the one reported acts, and a booking never
+	// reported acts only once confirmed (nothing to withdraw otherwise).
+	tag, err := tx.Exec(ctx, `INSERT INTO checkin_booking (booking_id, version, status)
+		SELECT $1::bigint, $2::int, $3::text
+		WHERE $4::bool OR EXISTS (SELECT 1 FROM checkin_booking WHERE booking_id = $1)
+		ON CONFLICT (booking_id) DO UPDATE SET version = EXCLUDED.version, status = EXCLUDED.status
+		WHERE checkin_booking.version < EXCLUDED.version`,
+		v.BookingID, v.Version, v.Status, v.Status == booking.Confirmed)
 	if err != nil {
 		return fmt.Errorf("record check-in state of booking %d: %w", v.BookingID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
 	}
 	if c.Hook == nil {
 		c.Log.Info("check-in sync", "booking", v.BookingID, "status", v.Status, "event", e.ID)

@@ -119,9 +119,9 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, c Consumer, evs []Event) 
 	if len(wanted) == 1 {
 		return d.Deliver(ctx, c, wanted[0])
 	}
-	var counts [4][]Event
+	var counts [parked + 1][]Event
 	err := pg.InTx(ctx, d.DB, func(tx pgx.Tx) error {
-		counts = [4][]Event{}
+		counts = [parked + 1][]Event{}
 		now := d.Clock.Now()
 		blocked, err := parkedBookings(ctx, tx, c.Name(), wanted)
 		if err != nil {
@@ -225,7 +225,6 @@ const (
 	processed outcome = iota
 	duplicate
 	parked
-	unwanted
 )
 
 // Deliver hands e to c: processed, skipped as a duplicate, or parked.

@@ -197,6 +197,16 @@ func TestInProcessEventsSurviveServeCrashAndRestart(t *testing.T) {
 	<-killed
 	startBerth(t, "serve", e.url, hookEnv...)
 	e.waitNotified(t, rcv, 2*time.Minute)
+	// Consumers take an event each at their own pace: the notifications
+	// being done does not mean the tickets are. In process, an event is
+	// published once every consumer has it.
+	eventually(t, time.Minute, "events left unpublished", func() bool {
+		var left int
+		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		return left == 0
+	})
 	e.checkTickets(t)
 }
 

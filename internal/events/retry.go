@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
 )
 
@@ -163,8 +163,8 @@ func (r *Retrier) gauge(ctx context.Context, names []string) error {
 	return nil
 }
 
-// retryBackoff is base·2^(attempts-1), capped at maxWait, less up to 25%
-// jitter so that events that failed together are not retried together.
+// retryBackoff is outbox.Backoff with defaults for a zero base (1 s) and
+// maxWait (5 min).
 func retryBackoff(attempts int, base, maxWait time.Duration) time.Duration {
 	if base <= 0 {
 		base = time.Second
@@ -172,9 +172,5 @@ func retryBackoff(attempts int, base, maxWait time.Duration) time.Duration {
 	if maxWait <= 0 {
 		maxWait = 5 * time.Minute
 	}
-	d := maxWait
-	if attempts < 30 {
-		d = min(base<<max(attempts-1, 0), maxWait)
-	}
-	return d - time.Duration(rand.Int64N(int64(d)/4+1))
+	return outbox.Backoff(attempts, base, maxWait)
 }

@@ -77,18 +77,17 @@ func (s *Settings) defaults() {
 // (fed in-process or by Kafka consumer groups), the retrier of parked
 // events, the backlog monitor and retention.
 type Worker struct {
-	s         Settings
-	pool      *pgxpool.Pool
-	clock     clock.Clock
-	log       *slog.Logger
-	consumers []Consumer
-	om        *outbox.Metrics
-	D         *Dispatcher
-	Relays    []*outbox.Relay
-	runners   []*KafkaRunner
-	retrier   *Retrier
-	producer  *outbox.Kafka
-	wake      []chan struct{}
+	s        Settings
+	pool     *pgxpool.Pool
+	clock    clock.Clock
+	log      *slog.Logger
+	om       *outbox.Metrics
+	D        *Dispatcher
+	Relays   []*outbox.Relay
+	runners  []*KafkaRunner
+	retrier  *Retrier
+	producer *outbox.Kafka
+	wake     []chan struct{}
 }
 
 // NewWorker wires the event machinery for consumers (whose names must be
@@ -102,7 +101,7 @@ func NewWorker(pool *pgxpool.Pool, s Settings, consumers []Consumer, c clock.Clo
 		}
 		seen[cons.Name()] = true
 	}
-	w := &Worker{s: s, pool: pool, clock: c, log: log, consumers: consumers, om: outbox.NewMetrics(reg)}
+	w := &Worker{s: s, pool: pool, clock: c, log: log, om: outbox.NewMetrics(reg)}
 	w.D = &Dispatcher{DB: pool, Clock: c, Log: log, Metrics: NewMetrics(reg), Attempts: 3, Workers: s.Workers}
 	w.retrier = &Retrier{D: w.D, Consumers: consumers, Interval: s.RetryInterval, BaseBackoff: s.RetryBase, MaxBackoff: s.RetryMax}
 	var pub outbox.Publisher = InProcess{D: w.D, Consumers: consumers}
@@ -209,18 +208,10 @@ func (w *Worker) Prune(ctx context.Context) (events, records int, err error) {
 // its record is gone would be processed again, so the retention period
 // must exceed any redelivery (Kafka's own retention included).
 func DeleteProcessed(ctx context.Context, db outbox.Querier, cutoff time.Time, batch, maxRows int) (int, error) {
-	total := 0
-	for total < maxRows {
-		tag, err := db.Exec(ctx, `DELETE FROM consumer_event WHERE (consumer, event_id) IN (
-			SELECT consumer, event_id FROM consumer_event WHERE processed_at < $1 LIMIT $2)`, cutoff, min(batch, maxRows-total))
-		if err != nil {
-			return total, fmt.Errorf("delete processed-event records before %s: %w", cutoff.Format(time.RFC3339), err)
-		}
-		n := int(tag.RowsAffected())
-		total += n
-		if n < batch {
-			break
-		}
+	total, err := outbox.DeleteBatches(ctx, db, `DELETE FROM consumer_event WHERE (consumer, event_id) IN (
+		SELECT consumer, event_id FROM consumer_event WHERE processed_at < $1 LIMIT $2)`, cutoff, batch, maxRows)
+	if err != nil {
+		return total, fmt.Errorf("delete processed-event records before %s: %w", cutoff.Format(time.RFC3339), err)
 	}
 	return total, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -153,31 +152,34 @@ func holdBatch(ctx context.Context, tx pgx.Tx, flightID int64, reqs []HoldReques
 	}
 	writes.Queue(sql, args...)
 	wr := tx.SendBatch(ctx, writes)
-	if len(seatNos) > 0 {
+	err = func() error {
+		if len(seatNos) > 0 {
+			tag, err := wr.Exec()
+			if err != nil {
+				return fmt.Errorf("hold seats on flight %d: %w", flightID, err)
+			}
+			if int(tag.RowsAffected()) != len(seatNos) {
+				return fmt.Errorf("hold seats on flight %d: %d of %d seats were free", flightID, tag.RowsAffected(), len(seatNos))
+			}
+		}
+		if _, err := wr.Exec(); err != nil {
+			return fmt.Errorf("write %d events: %w", len(events), err)
+		}
 		tag, err := wr.Exec()
 		if err != nil {
-			_ = wr.Close()
-			return nil, fmt.Errorf("hold seats on flight %d: %w", flightID, err)
+			return fmt.Errorf("update quota on flight %d: %w", flightID, err)
 		}
-		if int(tag.RowsAffected()) != len(seatNos) {
-			_ = wr.Close()
-			return nil, fmt.Errorf("hold seats on flight %d: %d of %d seats were free", flightID, tag.RowsAffected(), len(seatNos))
+		if !lockQuota && int(tag.RowsAffected()) != len(deltas) {
+			return errQuotaRace
 		}
+		return nil
+	}()
+	// The batch is closed either way; its own error counts only when the
+	// statements went well.
+	if closeErr := wr.Close(); err == nil {
+		err = closeErr
 	}
-	if _, err := wr.Exec(); err != nil {
-		_ = wr.Close()
-		return nil, fmt.Errorf("write %d events: %w", len(events), err)
-	}
-	tag, err := wr.Exec()
 	if err != nil {
-		_ = wr.Close()
-		return nil, fmt.Errorf("update quota on flight %d: %w", flightID, err)
-	}
-	if !lockQuota && int(tag.RowsAffected()) != len(deltas) {
-		_ = wr.Close()
-		return nil, errQuotaRace
-	}
-	if err := wr.Close(); err != nil {
 		return nil, err
 	}
 	return results, nil
@@ -219,7 +221,7 @@ func seatsFree(r HoldRequest, seats map[string]seatRow, claimed map[string]bool,
 		st := seats[s]
 		free := st.status == "AVAILABLE" || (st.status == "HELD" && st.heldUntil != nil && !st.heldUntil.After(now))
 		if !free || claimed[s] {
-			return fault.New(fault.SeatUnavailable, "seats %s: at least one is held or sold", strings.Join(r.Seats, ", "))
+			return seatsTaken(r)
 		}
 	}
 	return nil
@@ -244,11 +246,11 @@ func decide(reqs []HoldRequest, info *flightInfo, seats map[string]seatRow, buck
 		}
 		bs := buckets[r.FareClass]
 		target := roomiest(bs)
-		if !locked && bucketRoom(bs, target) < r.units() && classRoom(bs) >= r.units() {
+		if !locked && bucketRoom(bs, target) < r.Units() && classRoom(bs) >= r.Units() {
 			return nil, nil, nil, true
 		}
-		if !allocate(bs, target, r.units()) {
-			results[i].err = fault.New(fault.SoldOut, "fare class %s of flight %d has no %d units left", r.FareClass, info.id, r.units())
+		if !allocate(bs, target, r.Units()) {
+			results[i].err = soldOut(info.id, r.FareClass, r.Units())
 			continue
 		}
 		for _, s := range r.Seats {

@@ -281,11 +281,14 @@ func (s *Service) ChangeFare(ctx context.Context, id int64, class string, c Fare
 			if *c.Buckets < len(bs) {
 				return fault.Invalid("buckets", "the class has %d buckets; they can only grow", len(bs))
 			}
-			for n := len(bs); n < *c.Buckets; n++ {
-				if _, err := tx.Exec(ctx, `INSERT INTO fare_bucket (flight_id, fare_class, bucket, quota) VALUES ($1, $2, $3, 0)`,
-					id, class, n); err != nil {
+			if *c.Buckets > len(bs) {
+				if _, err := tx.Exec(ctx, `INSERT INTO fare_bucket (flight_id, fare_class, bucket, quota)
+					SELECT $1, $2, n, 0 FROM generate_series($3::int, $4::int - 1) AS n ORDER BY n`,
+					id, class, len(bs), *c.Buckets); err != nil {
 					return fmt.Errorf("add bucket: %w", err)
 				}
+			}
+			for n := len(bs); n < *c.Buckets; n++ {
 				bs = append(bs, bucket{n: int16(n)})
 			}
 		}

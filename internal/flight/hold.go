@@ -68,8 +68,8 @@ func (r *HoldRequest) Validate() error {
 	return nil
 }
 
-// units is how much of the class quota the request takes.
-func (r *HoldRequest) units() int {
+// Units is how much of the class quota the request takes.
+func (r *HoldRequest) Units() int {
 	if r.Seats != nil {
 		return len(r.Seats)
 	}
@@ -200,7 +200,7 @@ func HoldTx(ctx context.Context, tx pgx.Tx, r HoldRequest, now time.Time, ttl ti
 	if err := booking.Record(ctx, tx, bs[0], now); err != nil {
 		return nil, err
 	}
-	if err := takeQuota(ctx, tx, r.FlightID, r.FareClass, b, r.units()); err != nil {
+	if err := takeQuota(ctx, tx, r.FlightID, r.FareClass, b, r.Units()); err != nil {
 		return nil, err
 	}
 	return bs[0], nil
@@ -233,8 +233,8 @@ func insertBookings(ctx context.Context, tx pgx.Tx, info *flightInfo, ps []plann
 		buckets   = make([]int16, n)
 	)
 	for i, p := range ps {
-		customers[i], classes[i], units[i], buckets[i] = p.req.CustomerID, p.req.FareClass, p.req.units(), p.bucket
-		amounts[i], currency[i], rules[i] = p.fare.price*int64(p.req.units()), p.fare.currency, p.fare.rule
+		customers[i], classes[i], units[i], buckets[i] = p.req.CustomerID, p.req.FareClass, p.req.Units(), p.bucket
+		amounts[i], currency[i], rules[i] = p.fare.price*int64(p.req.Units()), p.fare.currency, p.fare.rule
 		if p.req.Seats != nil {
 			joined := strings.Join(p.req.Seats, ",")
 			seats[i] = &joined
@@ -261,7 +261,7 @@ func insertBookings(ctx context.Context, tx pgx.Tx, info *flightInfo, ps []plann
 	// with their requests.
 	for i, b := range out {
 		p := ps[i].req
-		if b.CustomerID != p.CustomerID || b.FareClass != p.FareClass || b.Quantity != p.units() || !slices.Equal(b.Seats, p.Seats) {
+		if b.CustomerID != p.CustomerID || b.FareClass != p.FareClass || b.Quantity != p.Units() || !slices.Equal(b.Seats, p.Seats) {
 			return nil, errors.New("insert bookings: rows returned out of order")
 		}
 	}
@@ -308,6 +308,12 @@ func whySeatsUnavailable(ctx context.Context, tx pgx.Tx, r HoldRequest) error {
 			return err
 		}
 	}
+	return seatsTaken(r)
+}
+
+// seatsTaken is the error of a request whose seats, all of its class, are
+// not all free.
+func seatsTaken(r HoldRequest) error {
 	return fault.New(fault.SeatUnavailable, "seats %s: at least one is held or sold", strings.Join(r.Seats, ", "))
 }
 

@@ -56,9 +56,14 @@ func takeQuota(ctx context.Context, tx pgx.Tx, flightID int64, class string, b i
 		return err
 	}
 	if !allocate(buckets, b, n) {
-		return fault.New(fault.SoldOut, "fare class %s of flight %d has no %d units left", class, flightID, n)
+		return soldOut(flightID, class, n)
 	}
 	return writeBuckets(ctx, tx, flightID, map[string][]bucket{class: buckets})
+}
+
+// soldOut is the error of a hold of n units that class of flightID lacks.
+func soldOut(flightID int64, class string, n int) error {
+	return fault.New(fault.SoldOut, "fare class %s of flight %d has no %d units left", class, flightID, n)
 }
 
 // lockBucketsSQL locks every bucket of the classes $2 of flight $1, in
@@ -101,15 +106,13 @@ func scanBuckets(flightID int64, rows pgx.Rows, err error) (map[string][]bucket,
 // buckets when target lacks room, and reports false (changing nothing)
 // when all buckets together lack room. bs is in bucket order.
 func allocate(bs []bucket, target int16, n int) bool {
-	total := 0
 	var t *bucket
 	for i := range bs {
-		total += bs[i].room()
 		if bs[i].n == target {
 			t = &bs[i]
 		}
 	}
-	if t == nil || total < n {
+	if t == nil || classRoom(bs) < n {
 		return false
 	}
 	for i := range bs {
@@ -215,7 +218,7 @@ func sumDeltas(plan []planned) []quotaDelta {
 			out = append(out, quotaDelta{class: p.req.FareClass, n: p.bucket})
 			i = len(out) - 1
 		}
-		out[i].held += p.req.units()
+		out[i].held += p.req.Units()
 	}
 	slices.SortFunc(out, func(a, b quotaDelta) int {
 		return cmp.Or(cmp.Compare(a.class, b.class), cmp.Compare(a.n, b.n))

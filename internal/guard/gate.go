@@ -120,6 +120,16 @@ func (g *Gate) hintKey(flight int64, class string) string {
 	return g.r.key("soldout:{", strconv.FormatInt(flight, 10), "}:", class)
 }
 
+// keys returns the class's hint key followed by the seats' keys.
+func (g *Gate) keys(flight int64, class string, seats []string) []string {
+	keys := make([]string, 0, len(seats)+1)
+	keys = append(keys, g.hintKey(flight, class))
+	for _, s := range seats {
+		keys = append(keys, g.seatKey(flight, s))
+	}
+	return keys
+}
+
 // gatePass is what enter leaves to undo: the seat keys it set.
 type gatePass struct {
 	keys  []string
@@ -135,23 +145,19 @@ type gatePass struct {
 // until release or their TTL. With Redis unreachable it steps aside.
 func (g *Gate) enter(ctx context.Context, flight int64, class string, seats []string, units int) (*gatePass, error) {
 	now := g.clock.Now()
-	hk := g.hintKey(flight, class)
+	keys := g.keys(flight, class, seats)
+	hk := keys[0]
 	if g.localSoldOut(hk, units, now) {
 		g.m.turnedAway.WithLabelValues("sold_out_hint").Inc()
 		return nil, soldOut(flight, class)
 	}
-	if seat, ok := g.localTaken(flight, seats, now); ok {
+	if i, ok := g.localTaken(keys[1:], now); ok {
 		g.m.turnedAway.WithLabelValues("seat_gate").Inc()
-		return nil, seatTaken(seat)
+		return nil, seatTaken(seats[i])
 	}
 	if !g.r.Usable() {
 		g.m.fallback.WithLabelValues("seat_gate").Inc()
 		return nil, nil
-	}
-	keys := make([]string, 0, len(seats)+1)
-	keys = append(keys, hk)
-	for _, s := range seats {
-		keys = append(keys, g.seatKey(flight, s))
 	}
 	value := strconv.FormatInt(now.Add(g.ttl).UnixMilli(), 10) + ":" + nonce()
 	res, err := gateEnter.Run(ctx, g.r.Cmd, keys, now.UnixMilli(), units, value, g.ttl.Milliseconds()).Int64Slice()
@@ -213,11 +219,7 @@ func (g *Gate) soldOutSeen(ctx context.Context, flight int64, class string, unit
 // an answer that is no longer true. Other processes' in-memory hints lapse
 // on their own within a fraction of a second.
 func (g *Gate) Forget(ctx context.Context, flight int64, class string, seats []string) {
-	hk := g.hintKey(flight, class)
-	keys := []string{hk}
-	for _, s := range seats {
-		keys = append(keys, g.seatKey(flight, s))
-	}
+	keys := g.keys(flight, class, seats)
 	g.mu.Lock()
 	for _, k := range keys {
 		delete(g.hints, k)
@@ -267,27 +269,26 @@ func (g *Gate) remember(hk string, units int, deadline, now time.Time) {
 	g.hints[hk] = localHint{units: units, deadline: deadline}
 }
 
-// localTaken returns a seat this process recently saw held by another
-// request.
-func (g *Gate) localTaken(flight int64, seats []string, now time.Time) (string, bool) {
-	if len(seats) == 0 {
-		return "", false
+// localTaken returns the index in seatKeys of a seat this process recently
+// saw held by another request.
+func (g *Gate) localTaken(seatKeys []string, now time.Time) (int, bool) {
+	if len(seatKeys) == 0 {
+		return 0, false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.taken) == 0 {
-		return "", false
+		return 0, false
 	}
-	for _, s := range seats {
-		k := g.seatKey(flight, s)
+	for i, k := range seatKeys {
 		if until, ok := g.taken[k]; ok {
 			if now.Before(until) {
-				return s, true
+				return i, true
 			}
 			delete(g.taken, k)
 		}
 	}
-	return "", false
+	return 0, false
 }
 
 // rememberTaken keeps for a moment that key is held by another request

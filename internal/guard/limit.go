@@ -57,8 +57,7 @@ func (h *HoldLimiter) Check(ctx context.Context, customer int64) error {
 	if h == nil {
 		return nil
 	}
-	key := h.r.key("hold:", strconv.FormatInt(customer, 10))
-	var wait time.Duration
+	key := h.key(customer)
 	if h.r.Usable() {
 		// Cost 0 takes nothing; Remaining says how many more holds fit now.
 		res, err := h.rl.AllowN(ctx, key, h.limit, 0)
@@ -68,8 +67,7 @@ func (h *HoldLimiter) Check(ctx context.Context, customer int64) error {
 				return nil
 			}
 			// The next hold fits once the remaining burst reaches one.
-			wait = res.ResetAfter - time.Duration(h.limit.Burst-1)*h.interval()
-			return h.refuse(wait)
+			return h.refuse(res.ResetAfter - time.Duration(h.limit.Burst-1)*h.interval())
 		}
 		h.r.Fail("hold_limit", err)
 	}
@@ -88,7 +86,7 @@ func (h *HoldLimiter) Count(ctx context.Context, customer int64) {
 	if h == nil {
 		return
 	}
-	key := h.r.key("hold:", strconv.FormatInt(customer, 10))
+	key := h.key(customer)
 	if h.r.Usable() {
 		_, err := h.rl.AllowN(ctx, key, h.record, 1)
 		if err == nil {
@@ -100,15 +98,16 @@ func (h *HoldLimiter) Count(ctx context.Context, customer int64) {
 	h.local.get(key).ReserveN(time.Now(), 1)
 }
 
+func (h *HoldLimiter) key(customer int64) string {
+	return h.r.key("hold:", strconv.FormatInt(customer, 10))
+}
+
 func (h *HoldLimiter) interval() time.Duration {
 	return h.limit.Period / time.Duration(h.limit.Rate)
 }
 
 func (h *HoldLimiter) refuse(wait time.Duration) error {
-	h.m.turnedAway.WithLabelValues("hold_limit").Inc()
-	e := fault.New(fault.RateLimited, "at most %d holds per %s; try again later", h.limit.Rate, h.limit.Period)
-	e.RetryAfter = max(wait, time.Second)
-	return e
+	return rateLimited(h.m, "hold_limit", wait, "at most %d holds per %s; try again later", h.limit.Rate, h.limit.Period)
 }
 
 // RequestLimiter limits each client's requests on every route. To keep a
@@ -207,8 +206,14 @@ func (l *RequestLimiter) store(client string, ls *lease, now time.Time) {
 }
 
 func (l *RequestLimiter) refuse(wait time.Duration) error {
-	l.m.turnedAway.WithLabelValues("request_limit").Inc()
-	e := fault.New(fault.RateLimited, "more than %d requests per %s; slow down", l.limit.Rate, l.limit.Period)
+	return rateLimited(l.m, "request_limit", wait, "more than %d requests per %s; slow down", l.limit.Rate, l.limit.Period)
+}
+
+// rateLimited counts a request turned away by limit and returns its 429,
+// with Retry-After wait (at least a second).
+func rateLimited(m *metrics, limit string, wait time.Duration, format string, args ...any) error {
+	m.turnedAway.WithLabelValues(limit).Inc()
+	e := fault.New(fault.RateLimited, format, args...)
 	e.RetryAfter = max(wait, time.Second)
 	return e
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -178,9 +179,5 @@ func (r *Redis) Close() error {
 
 // key returns the prefixed key.
 func (r *Redis) key(parts ...string) string {
-	k := r.Prefix
-	for _, p := range parts {
-		k += p
-	}
-	return k
+	return r.Prefix + strings.Join(parts, "")
 }

@@ -59,14 +59,19 @@ func AsOverload(ctx context.Context, err error) error {
 		return err
 	}
 	if DatabaseRefused(err) {
-		return &fault.Error{Code: fault.Overloaded, Detail: "the database cannot take the request now; try again shortly",
-			RetryAfter: RetryAfterOverloaded, Err: err}
+		return overloadedBy(err, "the database cannot take the request now; try again shortly")
 	}
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.Canceled) {
 		return err
 	}
-	return &fault.Error{Code: fault.Overloaded, Detail: "the database is busy; try again shortly",
-		RetryAfter: RetryAfterOverloaded, Err: err}
+	return overloadedBy(err, "the database is busy; try again shortly")
+}
+
+// overloadedBy is Overloaded with detail, caused by err.
+func overloadedBy(err error, detail string) *fault.Error {
+	e := Overloaded("%s", detail)
+	e.Err = err
+	return e
 }
 
 // DatabaseRefused reports whether err is PostgreSQL declining a connection.
@@ -193,8 +198,7 @@ func Acquire(ctx context.Context, pool *pgxpool.Pool, budget time.Duration) (*pg
 	conn, err := pool.Acquire(actx)
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(context.Cause(actx), errShed) {
-			return nil, &fault.Error{Code: fault.Overloaded, Detail: "no database connection free; try again shortly",
-				RetryAfter: RetryAfterOverloaded, Err: err}
+			return nil, overloadedBy(err, "no database connection free; try again shortly")
 		}
 		return nil, err
 	}

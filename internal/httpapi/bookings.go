@@ -50,9 +50,15 @@ func (s *Server) createBooking(w http.ResponseWriter, r *http.Request, c booking
 		return err
 	}
 	b, err := s.Flights.Hold(r.Context(), hr)
+	return s.answerHold(w, r, booking.KindFlight, pass, b, err)
+}
+
+// answerHold finishes a hold of kind made under pass, which learns how it
+// went, and answers 201 with the booking.
+func (s *Server) answerHold(w http.ResponseWriter, r *http.Request, kind booking.Kind, pass *guard.Pass, b *booking.Booking, err error) error {
 	err = guard.AsOverload(r.Context(), err)
 	pass.Done(r.Context(), err)
-	s.metrics.hold(string(booking.KindFlight), err)
+	s.metrics.hold(string(kind), err)
 	if err != nil {
 		return err
 	}

@@ -196,15 +196,7 @@ func (s *Server) createCarBooking(w http.ResponseWriter, r *http.Request, c book
 		return err
 	}
 	b, err := s.Cars.Hold(r.Context(), hr)
-	err = guard.AsOverload(r.Context(), err)
-	pass.Done(r.Context(), err)
-	s.metrics.hold(string(booking.KindCar), err)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Location", fmt.Sprintf("/bookings/%d", b.ID))
-	writeJSON(w, http.StatusCreated, b.View())
-	return nil
+	return s.answerHold(w, r, booking.KindCar, pass, b, err)
 }
 
 // checkCarIdempotencyKey requires the Idempotency-Key header of a car

@@ -234,8 +234,7 @@ func TestKeyLeaseAndExpiry(t *testing.T) {
 }
 
 func withHash(q keyedRequest, body string) keyedRequest {
-	sum := sha256Sum([]byte(body))
-	q.hash = sum
+	q.hash = sha256Sum([]byte(body))
 	return q
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -102,20 +101,7 @@ func TestIdempotentHoldConcurrent(t *testing.T) {
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(1, 3, "AB")})
 	const n = 20
-	rs := make([]*apptest.Response, n)
-	var ready, done sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		ready.Add(1)
-		done.Go(func() {
-			ready.Done()
-			<-start
-			rs[i] = holdWithKey(s, 9, "same", seats(flightID, "2B"))
-		})
-	}
-	ready.Wait()
-	close(start)
-	done.Wait()
+	rs := apptest.Race(n, func(int) *apptest.Response { return holdWithKey(s, 9, "same", seats(flightID, "2B")) })
 	var body string
 	created, inUse := 0, 0
 	for _, r := range rs {

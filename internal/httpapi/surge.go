@@ -67,11 +67,7 @@ func clientKey(r *http.Request, c booking.Caller, who access) string {
 
 // holdIntent describes a validated flight hold to the guard.
 func holdIntent(r *http.Request, c booking.Caller, hr flight.HoldRequest) guard.Hold {
-	units := hr.Quantity
-	if hr.Seats != nil {
-		units = len(hr.Seats)
-	}
-	return guard.Hold{Customer: c.ID, FlightID: hr.FlightID, FareClass: hr.FareClass, Seats: hr.Seats, Units: units,
+	return guard.Hold{Customer: c.ID, FlightID: hr.FlightID, FareClass: hr.FareClass, Seats: hr.Seats, Units: hr.Units(),
 		Token: r.Header.Get("Waiting-Room-Token")}
 }
 

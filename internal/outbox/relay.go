@@ -126,7 +126,7 @@ func (r *Relay) Run(ctx context.Context) {
 				return
 			}
 			failures++
-			wait := backoff(failures, 50*time.Millisecond, r.MaxBackoff)
+			wait := Backoff(failures, 50*time.Millisecond, r.MaxBackoff)
 			r.Log.Warn("relay outbox events", "err", err, "retry_in", wait.String())
 			select {
 			case <-ctx.Done():
@@ -153,12 +153,13 @@ func (r *Relay) Run(ctx context.Context) {
 	}
 }
 
-// backoff is base·2^(n-1), capped, with up to 25% jitter so that relays
-// that failed together do not retry together.
-func backoff(n int, base, maxWait time.Duration) time.Duration {
+// Backoff is the wait after the nth failure in a row: base·2^(n-1),
+// capped at maxWait, less up to 25% jitter so that what failed together
+// does not retry together.
+func Backoff(n int, base, maxWait time.Duration) time.Duration {
 	d := maxWait
 	if n < 30 {
-		d = min(base<<(n-1), maxWait)
+		d = min(base<<max(n-1, 0), maxWait)
 	}
 	return d - time.Duration(rand.Int64N(int64(d)/4+1))
 }
@@ -289,7 +290,7 @@ func Listen(ctx context.Context, connect func(context.Context) (*pgx.Conn, error
 			return
 		}
 		failures++
-		wait := backoff(failures, 100*time.Millisecond, 10*time.Second)
+		wait := Backoff(failures, 100*time.Millisecond, 10*time.Second)
 		log.Warn("outbox listener lost its connection; polling meanwhile", "err", err, "retry_in", wait.String())
 		select {
 		case <-ctx.Done():

@@ -12,12 +12,23 @@ import (
 // per statement and maxRows in all, and returns how many it deleted.
 // Unpublished events are never deleted.
 func DeletePublished(ctx context.Context, db Querier, cutoff time.Time, batch, maxRows int) (int, error) {
+	total, err := DeleteBatches(ctx, db, `DELETE FROM outbox WHERE id IN (
+		SELECT id FROM outbox WHERE published_at < $1 ORDER BY id LIMIT $2)`, cutoff, batch, maxRows)
+	if err != nil {
+		return total, fmt.Errorf("delete events published before %s: %w", cutoff.Format(time.RFC3339), err)
+	}
+	return total, nil
+}
+
+// DeleteBatches runs del, a DELETE of at most $2 rows older than $1
+// (cutoff), again and again until one deletes fewer than batch rows or
+// maxRows are deleted in all, and returns how many it deleted.
+func DeleteBatches(ctx context.Context, db Querier, del string, cutoff time.Time, batch, maxRows int) (int, error) {
 	total := 0
 	for total < maxRows {
-		tag, err := db.Exec(ctx, `DELETE FROM outbox WHERE id IN (
-			SELECT id FROM outbox WHERE published_at < $1 ORDER BY id LIMIT $2)`, cutoff, min(batch, maxRows-total))
+		tag, err := db.Exec(ctx, del, cutoff, min(batch, maxRows-total))
 		if err != nil {
-			return total, fmt.Errorf("delete events published before %s: %w", cutoff.Format(time.RFC3339), err)
+			return total, err
 		}
 		n := int(tag.RowsAffected())
 		total += n

@@ -168,8 +168,7 @@ func (c *Client) call(ctx context.Context, path, key string, in, out any) error 
 			return nil
 		case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
 			c.calls.WithLabelValues(path, "circuit_open").Inc()
-			return &fault.Error{Code: fault.Overloaded, Detail: "the payment gateway is unavailable; try again later",
-				RetryAfter: c.opts.OpenFor, Err: err}
+			return unavailable(c.opts.OpenFor, err)
 		}
 		var rejected *rejectedError
 		if errors.As(err, &rejected) {
@@ -195,8 +194,13 @@ func (c *Client) call(ctx context.Context, path, key string, in, out any) error 
 	if ctx.Err() != nil {
 		return fmt.Errorf("gateway %s: %w", path, errors.Join(last, ctx.Err()))
 	}
+	return unavailable(5*time.Second, fmt.Errorf("gateway %s after %d attempts: %w", path, c.opts.Attempts, last))
+}
+
+// unavailable is the fault of a gateway that cannot take calls now.
+func unavailable(retryAfter time.Duration, err error) error {
 	return &fault.Error{Code: fault.Overloaded, Detail: "the payment gateway is unavailable; try again later",
-		RetryAfter: 5 * time.Second, Err: fmt.Errorf("gateway %s after %d attempts: %w", path, c.opts.Attempts, last)}
+		RetryAfter: retryAfter, Err: err}
 }
 
 // attempt makes one HTTP request and returns the body of a 2xx answer.

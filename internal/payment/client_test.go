@@ -135,7 +135,7 @@ func TestClientCircuitOpensOnAGatewayThatIsDown(t *testing.T) {
 	for i := range 50 {
 		_, err := c.Charge(context.Background(), "k-open-"+strconv.Itoa(i), chargeReq)
 		var fe *fault.Error
-		if !fault.Is(err, fault.Overloaded) || !asFault(err, &fe) || fe.RetryAfter <= 0 {
+		if !fault.Is(err, fault.Overloaded) || !errors.As(err, &fe) || fe.RetryAfter <= 0 {
 			t.Fatalf("call with the circuit open: %v, want overloaded with a retry delay", err)
 		}
 	}

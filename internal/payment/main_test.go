@@ -2,7 +2,6 @@ package payment_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/config"
-	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/payment/paytest"
 )
 
@@ -195,8 +193,6 @@ func auditResults(t *testing.T, s *apptest.Server) map[string]bool {
 	return out
 }
 
-func asFault(err error, target **fault.Error) bool { return errors.As(err, target) }
-
 // start runs berth for a test with a small database pool (the test server
 // is shared with other packages' tests), adjusted by cfg when given.
 func start(t *testing.T, cfg func(*config.Config)) *apptest.Server {
@@ -207,4 +203,12 @@ func start(t *testing.T, cfg func(*config.Config)) *apptest.Server {
 			cfg(c)
 		}
 	}})
+}
+
+// startFlight starts berth with a flight of newFlight's and returns the
+// server, its database pool and the flight's id.
+func startFlight(t *testing.T) (*apptest.Server, *pgxpool.Pool, int64) {
+	t.Helper()
+	s := start(t, nil)
+	return s, s.App.Pool, newFlight(t, s)
 }

@@ -30,9 +30,7 @@ func pay(s *apptest.Server, customer, id int64, key string) *apptest.Response {
 // amount; the checkout page's "Pay" confirms it through the webhook.
 func TestStartPaymentAndCheckout(t *testing.T) {
 	t.Parallel()
-	s := start(t, nil)
-	pool := s.App.Pool
-	flightID := newFlight(t, s)
+	s, pool, flightID := startFlight(t)
 	id := hold(t, s, 7, flightID, "10A", "10B")
 
 	if r := pay(s, 7, id, ""); r.Status != http.StatusBadRequest || r.Code() != "invalid_request" {

@@ -96,7 +96,7 @@ func (r *Refunds) Handle(ctx context.Context, tx pgx.Tx, e events.Event) error {
 	if status != "REQUESTED" {
 		return nil
 	}
-	if s.baseURL.Load() == nil || *s.baseURL.Load() == "" {
+	if *s.baseURL.Load() == "" {
 		// Without it the gateway could never report the refund back. A
 		// process that does not serve the API (berth worker) must be told.
 		return fmt.Errorf("refund booking %d: BERTH_PUBLIC_URL is needed where berth does not serve the API, for the gateway's webhooks", req.BookingID)

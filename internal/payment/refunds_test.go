@@ -19,9 +19,7 @@ import (
 // or repeating the webhook changes nothing.
 func TestRefundCompletesOnce(t *testing.T) {
 	t.Parallel()
-	s := start(t, nil)
-	pool := s.App.Pool
-	flightID := newFlight(t, s)
+	s, pool, flightID := startFlight(t)
 	id := hold(t, s, 7, flightID, "10A")
 	s.Clock.Advance(10 * time.Minute)
 	d := paytest.Pay(t, s, id)
@@ -146,9 +144,7 @@ func TestCancelConfirmedBookingRefundsByRule(t *testing.T) {
 // the audit holds, and a cancellation refunds the recorded charge.
 func TestPaytestConfirm(t *testing.T) {
 	t.Parallel()
-	s := start(t, nil)
-	pool := s.App.Pool
-	flightID := newFlight(t, s)
+	s, pool, flightID := startFlight(t)
 	id := hold(t, s, 7, flightID, "12A")
 	if err := pg.InTx(t.Context(), pool, func(tx pgx.Tx) error { return paytest.Confirm(t.Context(), tx, s.App.Life, id) }); err != nil {
 		t.Fatal(err)

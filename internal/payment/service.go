@@ -122,23 +122,22 @@ func (s *Service) StartCharge(ctx context.Context, caller booking.Caller, id int
 			return fault.New(fault.NotFound, "no booking %d", id)
 		case err != nil:
 			return fmt.Errorf("pay booking %d: %w", id, err)
-		case status == booking.Expired || (status == booking.Held && !expires.After(now)):
+		case holdOver(status, expires, now):
 			return fault.New(fault.HoldExpired, "the hold of booking %d expired at %s", id, expires.UTC().Format(time.RFC3339))
 		case status != booking.Held:
 			return fault.New(fault.InvalidState, "a %s booking cannot be paid", status)
 		}
 		// The amount is the booking's, computed by the server when it was
 		// held, never the client's (DESIGN.md race 4).
-		var txn, url *string
 		err = tx.QueryRow(ctx, `INSERT INTO charge (booking_id, amount, currency, created_at)
 			SELECT id, amount, currency, $2 FROM booking WHERE id = $1
 			ON CONFLICT (booking_id) DO UPDATE SET booking_id = EXCLUDED.booking_id
-			RETURNING id, booking_id, amount, currency, gateway_key::text, provider_txn_id, checkout_url`, id, now).
-			Scan(&c.ID, &c.BookingID, &amount, &currency, &key, &txn, &url)
+			RETURNING id, booking_id, amount, currency, gateway_key::text,
+				coalesce(provider_txn_id, ''), coalesce(checkout_url, '')`, id, now).
+			Scan(&c.ID, &c.BookingID, &amount, &currency, &key, &c.ProviderTxnID, &c.CheckoutURL)
 		if err != nil {
 			return fmt.Errorf("record charge of booking %d: %w", id, err)
 		}
-		c.ProviderTxnID, c.CheckoutURL = deref(txn), deref(url)
 		return nil
 	})
 	if err != nil {
@@ -166,10 +165,8 @@ func (s *Service) StartCharge(ctx context.Context, caller booking.Caller, id int
 	return &c, nil
 }
 
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
+// holdOver reports whether a booking in status, held until expires, is past
+// its hold at now: expired, or due for the sweeper.
+func holdOver(status booking.Status, expires, now time.Time) bool {
+	return status == booking.Expired || (status == booking.Held && !expires.After(now))
 }

@@ -196,7 +196,7 @@ func refundReason(ctx context.Context, tx pgx.Tx, d WebhookData, cerr error, now
 		return "", fmt.Errorf("read booking %d: %w", d.BookingID, err)
 	case errors.Is(cerr, booking.ErrIncomplete):
 		return ReasonSeatGone, nil
-	case status == booking.Expired || (status == booking.Held && !expires.After(now)):
+	case holdOver(status, expires, now):
 		return ReasonLate, nil
 	case status == booking.Confirmed || status == booking.OnTrip || status == booking.Completed:
 		return ReasonAlreadyConfirmed, nil
@@ -232,20 +232,20 @@ func (s *Service) chargeFailed(ctx context.Context, d WebhookData) (string, erro
 	)
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		freed = nil
-		var ours *string
-		err := tx.QueryRow(ctx, `SELECT provider_txn_id FROM charge WHERE booking_id = $1`, d.BookingID).Scan(&ours)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("read charge of booking %d: %w", d.BookingID, err)
+		var (
+			ours *string
+			paid bool
+		)
+		err := tx.QueryRow(ctx, `SELECT (SELECT provider_txn_id FROM charge WHERE booking_id = $1),
+			EXISTS (SELECT 1 FROM payment WHERE provider_txn_id = $2)`, d.BookingID, d.ProviderTxnID).Scan(&ours, &paid)
+		if err != nil {
+			return fmt.Errorf("read charge of booking %d and payment %s: %w", d.BookingID, d.ProviderTxnID, err)
 		}
-		if ours != nil && *ours != d.ProviderTxnID {
+		switch {
+		case ours != nil && *ours != d.ProviderTxnID:
 			result = "other_charge"
 			return nil
-		}
-		var paid bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payment WHERE provider_txn_id = $1)`, d.ProviderTxnID).Scan(&paid); err != nil {
-			return fmt.Errorf("read payment %s: %w", d.ProviderTxnID, err)
-		}
-		if paid {
+		case paid:
 			result = "already_succeeded"
 			return nil
 		}

@@ -80,9 +80,7 @@ func TestLateMoneyAfterSeatReclaimed(t *testing.T) {
 		name := map[bool]string{false: "expired", true: "clock lags"}[lagging]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s := start(t, nil)
-			pool := s.App.Pool
-			flightID := newFlight(t, s)
+			s, pool, flightID := startFlight(t)
 			first := hold(t, s, 1, flightID, "11A", "11B")
 			s.Clock.Advance(11 * time.Minute)
 			second := hold(t, s, 2, flightID, "11B")
@@ -139,9 +137,7 @@ func TestLateMoneyAfterSeatReclaimed(t *testing.T) {
 // booking.confirmed event, and every delivery answered 200.
 func TestTwentyIdenticalWebhooksAtOnce(t *testing.T) {
 	t.Parallel()
-	s := start(t, nil)
-	pool := s.App.Pool
-	flightID := newFlight(t, s)
+	s, pool, flightID := startFlight(t)
 	id := hold(t, s, 3, flightID, "12A", "12C")
 	d := paytest.Charge(t, pool, id)
 	rs := apptest.Race(20, func(int) *apptest.Response {
@@ -177,9 +173,7 @@ func TestTwentyIdenticalWebhooksAtOnce(t *testing.T) {
 // same seats without waiting for expiry or the sweeper.
 func TestChargeFailedFreesSeatsAtOnce(t *testing.T) {
 	t.Parallel()
-	s := start(t, nil)
-	pool := s.App.Pool
-	flightID := newFlight(t, s)
+	s, pool, flightID := startFlight(t)
 	id := hold(t, s, 4, flightID, "10A", "10B")
 	d := paytest.Charge(t, pool, id)
 	for range 2 { // a duplicate changes nothing
@@ -212,9 +206,7 @@ func TestChargeFailedFreesSeatsAtOnce(t *testing.T) {
 // recorded and refunded, never confirmed.
 func TestBadWebhooksConfirmNothing(t *testing.T) {
 	t.Parallel()
-	s := start(t, nil)
-	pool := s.App.Pool
-	flightID := newFlight(t, s)
+	s, pool, flightID := startFlight(t)
 	otherKey := []byte("another-secret-of-sufficient-len")
 
 	type delivery struct {
@@ -264,12 +256,7 @@ func TestBadWebhooksConfirmNothing(t *testing.T) {
 			key = paytest.Key(t)
 		}
 		body := paytest.Body(t, payment.ChargeSucceeded, d)
-		hh := http.Header{}
-		payment.SignHeaders(hh, key, "msg_"+c.name, at, body)
-		h := map[string]string{}
-		for _, k := range []string{payment.HeaderID, payment.HeaderTimestamp, payment.HeaderSignature} {
-			h[k] = hh.Get(k)
-		}
+		h := paytest.Headers(key, "msg_"+c.name, at, body)
 		if c.del.tamper != nil {
 			body = c.del.tamper(h, body)
 		}
@@ -322,9 +309,7 @@ func TestBadWebhooksConfirmNothing(t *testing.T) {
 // timestamp exactly at the edge of the window, either way.
 func TestWebhookSignatureRotationAndWindowEdges(t *testing.T) {
 	t.Parallel()
-	s := start(t, nil)
-	pool := s.App.Pool
-	flightID := newFlight(t, s)
+	s, pool, flightID := startFlight(t)
 	for i, at := range []time.Time{s.Clock.Now().Add(-payment.Tolerance), s.Clock.Now().Add(payment.Tolerance), s.Clock.Now()} {
 		id := hold(t, s, int64(200+i), flightID, []string{"10A", "10B", "10C"}[i])
 		d := paytest.Charge(t, pool, id)
@@ -350,9 +335,7 @@ func TestWebhookSignatureRotationAndWindowEdges(t *testing.T) {
 // cancelled, is recorded and refunded in full; the booking is untouched.
 func TestMoneyForABookingThatCannotTakeIt(t *testing.T) {
 	t.Parallel()
-	s := start(t, nil)
-	pool := s.App.Pool
-	flightID := newFlight(t, s)
+	s, pool, flightID := startFlight(t)
 	confirmed := hold(t, s, 7, flightID, "10A")
 	first := paytest.Pay(t, s, confirmed)
 	second := paytest.Pay(t, s, confirmed)
@@ -404,12 +387,7 @@ func TestSignedButUnprocessableWebhooksAreAcknowledged(t *testing.T) {
 		"no currency":       []byte(`{"type":"charge.succeeded","data":{"bookingId":1,"providerTxnId":"tx-cur","amount":5,"currency":"V"}}`),
 	}
 	for name, body := range bodies {
-		hh := http.Header{}
-		payment.SignHeaders(hh, paytest.Key(t), "msg_"+name, s.Clock.Now(), body)
-		h := map[string]string{}
-		for _, k := range []string{payment.HeaderID, payment.HeaderTimestamp, payment.HeaderSignature} {
-			h[k] = hh.Get(k)
-		}
+		h := paytest.Headers(paytest.Key(t), "msg_"+name, s.Clock.Now(), body)
 		if r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/payments/webhook", Body: body, Header: h}); r.Status != http.StatusOK {
 			t.Errorf("%s: %d %s, want 200", name, r.Status, r.Body)
 		}

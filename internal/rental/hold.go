@@ -48,21 +48,31 @@ func (r *HoldRequest) Validate(now time.Time) error {
 
 // validPeriod checks a rental period (of a hold or a search) at now.
 func validPeriod(from, to, now time.Time) error {
-	if err := validOffset("from", from); err != nil {
-		return err
-	}
-	if err := validOffset("to", to); err != nil {
+	if err := validSpan(from, to); err != nil {
 		return err
 	}
 	switch {
-	case !to.After(from):
-		return fault.Invalid("to", "must be after from")
 	case from.Before(now):
 		return fault.Invalid("from", "%s is in the past", from.Format(time.RFC3339))
 	case from.After(now.Add(MaxAdvance)):
 		return fault.Invalid("from", "must be within %d days from now", MaxAdvance/(24*time.Hour))
 	case to.Sub(from) > MaxPeriod:
 		return fault.Invalid("to", "a rental lasts at most %d days", MaxPeriod/(24*time.Hour))
+	}
+	return nil
+}
+
+// validSpan checks what every span of time asked of the package needs:
+// offsets PostgreSQL keeps, and to after from.
+func validSpan(from, to time.Time) error {
+	if err := validOffset("from", from); err != nil {
+		return err
+	}
+	if err := validOffset("to", to); err != nil {
+		return err
+	}
+	if !to.After(from) {
+		return fault.Invalid("to", "must be after from")
 	}
 	return nil
 }

@@ -113,31 +113,32 @@ type Busy struct {
 //
 // Returns fault.NotFound or fault.ValidationFailed.
 func (s *Service) Calendar(ctx context.Context, id int64, from, to time.Time) ([]Busy, error) {
-	if err := validOffset("from", from); err != nil {
+	if err := validSpan(from, to); err != nil {
 		return nil, err
 	}
-	if err := validOffset("to", to); err != nil {
-		return nil, err
-	}
-	switch {
-	case !to.After(from):
-		return nil, fault.Invalid("to", "must be after from")
-	case to.Sub(from) > MaxCalendar:
+	if to.Sub(from) > MaxCalendar {
 		return nil, fault.Invalid("to", "a calendar covers at most %d days", MaxCalendar/(24*time.Hour))
 	}
-	var exists bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM car WHERE id = $1)`, id).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("calendar of car %d: %w", id, err)
-	}
-	if !exists {
-		return nil, fault.New(fault.NotFound, "no car %d", id)
-	}
-	rows, err := s.pool.Query(ctx, `SELECT lower(r), upper(r) FROM unnest((
+	// Both statements go in one round trip; the calendar of a car that
+	// does not exist is empty and never read.
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT EXISTS (SELECT 1 FROM car WHERE id = $1)`, id)
+	batch.Queue(`SELECT lower(r), upper(r) FROM unnest((
 			SELECT range_agg(blocked) FROM booking
 			WHERE kind = 'car' AND car_id = $1 AND status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
 			  AND blocked && tstzrange($2, $3, '[)')
 			  AND NOT (status = 'HELD' AND hold_expires_at <= $4))) AS r
 		ORDER BY 1`, id, from, to, s.clock.Now())
+	br := s.pool.SendBatch(ctx, batch)
+	defer func() { _ = br.Close() }() // the reads above report its errors
+	var exists bool
+	if err := br.QueryRow().Scan(&exists); err != nil {
+		return nil, fmt.Errorf("calendar of car %d: %w", id, err)
+	}
+	if !exists {
+		return nil, fault.New(fault.NotFound, "no car %d", id)
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("calendar of car %d: %w", id, err)
 	}

@@ -269,33 +269,33 @@ func copyFares(ctx context.Context, pool *pgxpool.Pool, plan []plannedFlight, f 
 		}
 		return capacity, overbook
 	}
+	// perFare streams row of every flight's every fare class.
+	perFare := func(row func(p plannedFlight, ci int) []any) pgx.CopyFromSource {
+		i := 0
+		return pgx.CopyFromFunc(func() ([]any, error) {
+			if i == len(plan)*len(cls) {
+				return nil, nil
+			}
+			p, ci := plan[i/len(cls)], i%len(cls)
+			i++
+			return row(p, ci), nil
+		})
+	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		skipTriggers(ctx, tx)
-		i := 0
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"fare_inventory"},
 			[]string{"flight_id", "fare_class", "price", "currency", "capacity", "overbook_limit", "refund_rule"},
-			pgx.CopyFromFunc(func() ([]any, error) {
-				if i == len(plan)*len(cls) {
-					return nil, nil
-				}
-				p, ci := plan[i/len(cls)], i%len(cls)
-				i++
+			perFare(func(p plannedFlight, ci int) []any {
 				capacity, overbook := quota(ci)
-				return []any{p.id, cls[ci].name, p.price * cls[ci].priceX10 / 10, f.Currency, capacity, overbook, rules[ci]}, nil
+				return []any{p.id, cls[ci].name, p.price * cls[ci].priceX10 / 10, f.Currency, capacity, overbook, rules[ci]}
 			}))
 		if err != nil {
 			return fmt.Errorf("seed: copy fares: %w", err)
 		}
-		i = 0
 		_, err = tx.CopyFrom(ctx, pgx.Identifier{"fare_bucket"}, []string{"flight_id", "fare_class", "bucket", "quota"},
-			pgx.CopyFromFunc(func() ([]any, error) {
-				if i == len(plan)*len(cls) {
-					return nil, nil
-				}
-				p, ci := plan[i/len(cls)], i%len(cls)
-				i++
+			perFare(func(p plannedFlight, ci int) []any {
 				capacity, overbook := quota(ci)
-				return []any{p.id, cls[ci].name, 0, capacity + overbook}, nil
+				return []any{p.id, cls[ci].name, 0, capacity + overbook}
 			}))
 		if err != nil {
 			return fmt.Errorf("seed: copy fare buckets: %w", err)

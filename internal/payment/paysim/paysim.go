@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -162,14 +163,8 @@ func (s *Sim) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
-	st.RefundsPerCharge = make(map[string]int, len(s.stats.RefundsPerCharge))
-	for k, v := range s.stats.RefundsPerCharge {
-		st.RefundsPerCharge[k] = v
-	}
-	st.RefundedAmount = make(map[string]int64, len(s.stats.RefundedAmount))
-	for k, v := range s.stats.RefundedAmount {
-		st.RefundedAmount[k] = v
-	}
+	st.RefundsPerCharge = maps.Clone(s.stats.RefundsPerCharge)
+	st.RefundedAmount = maps.Clone(s.stats.RefundedAmount)
 	for _, c := range s.charges {
 		switch c.state {
 		case pending:

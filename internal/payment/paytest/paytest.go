@@ -44,18 +44,24 @@ func Body(t testing.TB, typ string, d payment.WebhookData) []byte {
 	return b
 }
 
+// Headers returns the signature headers of delivery id of body, signed with
+// key and stamped at, as apptest.Request takes them.
+func Headers(key []byte, id string, at time.Time, body []byte) map[string]string {
+	h := http.Header{}
+	payment.SignHeaders(h, key, id, at, body)
+	return map[string]string{
+		payment.HeaderID: h.Get(payment.HeaderID), payment.HeaderTimestamp: h.Get(payment.HeaderTimestamp),
+		payment.HeaderSignature: h.Get(payment.HeaderSignature),
+	}
+}
+
 // Send posts a webhook to the berth at base, signed with the test secret and
 // stamped at.
 func Send(t testing.TB, base string, at time.Time, typ string, d payment.WebhookData) *apptest.Response {
 	t.Helper()
 	body := Body(t, typ, d)
-	h := http.Header{}
-	payment.SignHeaders(h, Key(t), fmt.Sprintf("msg_%x", rand.Uint64()), at, body)
 	return apptest.Do(t, base, apptest.Request{Method: http.MethodPost, Path: "/payments/webhook", Body: body,
-		Header: map[string]string{
-			payment.HeaderID: h.Get(payment.HeaderID), payment.HeaderTimestamp: h.Get(payment.HeaderTimestamp),
-			payment.HeaderSignature: h.Get(payment.HeaderSignature),
-		}})
+		Header: Headers(Key(t), fmt.Sprintf("msg_%x", rand.Uint64()), at, body)})
 }
 
 // Charge returns webhook data for a charge of booking id's full amount
