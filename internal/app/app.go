@@ -221,6 +221,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	if a.Config.Events.InServe {
 		wg.Go(func() { a.Events.Run(workers) })
 	}
+	if a.Config.Protect {
+		wg.Go(func() { a.Guard.Room.Run(workers) })
+	}
 	a.runPayments(workers, &wg, ln.Addr())
 
 	if a.Config.Protect {

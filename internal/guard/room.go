@@ -62,11 +62,15 @@ type Room struct {
 	log    *slog.Logger
 	m      *metrics
 
-	// settings of the rooms that are on, refreshed in the background every
-	// settingsTTL; nil until first loaded.
-	settings  atomic.Pointer[roomSnapshot]
-	refresh   singleflight.Group
-	refreshOn atomic.Bool
+	// settings of the rooms that are on, as last loaded (nil before the
+	// first load); Run reloads them every settingsEvery, and a view older
+	// than settingsFresh is never used.
+	settings atomic.Pointer[roomSnapshot]
+	refresh  singleflight.Group
+	// changed is when (Unix ns) this process last changed a room: a view
+	// loaded before it is not used, so the admin's own process applies a
+	// change at once.
+	changed atomic.Int64
 
 	// fallback admits per process while Redis is unreachable.
 	fbMu     sync.Mutex
@@ -100,13 +104,23 @@ type issuedTicket struct {
 const recallFor = time.Second
 
 type roomSnapshot struct {
-	rooms  map[int64]int // admitPerSecond of the flights whose room is on
+	rooms map[int64]int // admitPerSecond of the flights whose room is on
+	// loaded is when the query that read rooms began: the view is at
+	// least as new as the database was then.
 	loaded time.Time
 }
 
-// settingsTTL is how stale this process's view of the rooms' settings may
-// be: an admin's change reaches every process within it.
-const settingsTTL = 2 * time.Second
+// settingsFresh bounds how old this process's view of the rooms' settings
+// may be when it decides whether a hold needs an admission: an admin's
+// change (a room switched on or off, its rate) is in force in every
+// process within it, whether or not that process served anything
+// meanwhile. Run keeps the view newer than that by reloading it every
+// settingsEvery; a view found older (Run stalled, the database slow) is
+// reloaded before the caller goes on, never used.
+const (
+	settingsFresh = time.Second
+	settingsEvery = settingsFresh / 4
+)
 
 func newRoom(r *Redis, pool *pgxpool.Pool, c clock.Clock, secret []byte, ticket, token time.Duration, on bool, log *slog.Logger, m *metrics) *Room {
 	mac := hmac.New(sha256.New, secret)
@@ -140,8 +154,9 @@ func (rm *Room) Configure(ctx context.Context, flight int64, enabled bool, admit
 		return RoomSettings{}, fmt.Errorf("configure waiting room of flight %d: %w", flight, err)
 	}
 	out.AdmitPerSecond = *rate
-	// This process sees the change at once; the others within settingsTTL.
-	rm.settings.Store(nil)
+	// This process sees the change at once (its next caller reloads); the
+	// others within settingsFresh.
+	rm.changed.Store(time.Now().UnixNano())
 	return out, nil
 }
 
@@ -157,25 +172,53 @@ func (rm *Room) Settings(ctx context.Context, flight int64) (RoomSettings, error
 }
 
 // admitRate returns the admitPerSecond of flight's room, or 0 when it is
-// off, from this process's view (no database round trip on the hot path:
-// the view is refreshed in the background, and only its very first load is
-// waited for).
+// off, from a view of the settings at most settingsFresh old. Run keeps
+// the view fresh in the background, so the hot path has no database round
+// trip; only a view that is too old (or none yet) makes the caller wait
+// for a reload, which all callers of the moment share.
 func (rm *Room) admitRate(ctx context.Context, flight int64) (int, error) {
 	snap := rm.settings.Load()
-	if snap == nil {
+	// Two reloads at most: the first may join one that began before the
+	// view went stale.
+	for tries := 0; !rm.fresh(snap); tries++ {
+		if tries == 2 {
+			return 0, Overloaded("the waiting room's settings cannot be read in time; try again shortly")
+		}
 		var err error
 		if snap, err = rm.load(ctx); err != nil {
 			return 0, err
 		}
-	} else if time.Since(snap.loaded) > settingsTTL && rm.refreshOn.CompareAndSwap(false, true) {
-		go func() {
-			defer rm.refreshOn.Store(false)
-			if _, err := rm.load(context.Background()); err != nil {
-				rm.log.Warn("refresh waiting room settings", "err", err)
-			}
-		}()
 	}
 	return snap.rooms[flight], nil
+}
+
+// fresh reports whether snap may decide who needs an admission now.
+func (rm *Room) fresh(snap *roomSnapshot) bool {
+	return snap != nil && time.Since(snap.loaded) <= settingsFresh && snap.loaded.UnixNano() >= rm.changed.Load()
+}
+
+// Run reloads the rooms' settings every settingsEvery until ctx ends, so
+// that admitRate finds them fresh.
+func (rm *Room) Run(ctx context.Context) {
+	t := time.NewTicker(settingsEvery)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_, err := rm.load(ctx)
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			rm.log.Warn("reload waiting room settings", "err", err)
+			failing = true
+		case err == nil && failing:
+			rm.log.Info("waiting room settings reloaded again")
+			failing = false
+		}
+	}
 }
 
 // load reads the settings of the rooms that are on, once for all callers
@@ -186,17 +229,17 @@ func (rm *Room) load(ctx context.Context) (*roomSnapshot, error) {
 	ch := rm.refresh.DoChan("", func() (any, error) {
 		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		snap := &roomSnapshot{rooms: map[int64]int{}, loaded: time.Now()}
 		rows, err := rm.pool.Query(lctx, `SELECT flight_id, admit_per_second FROM waiting_room WHERE enabled LIMIT 100000`)
 		if err != nil {
 			return nil, fmt.Errorf("load waiting rooms: %w", err)
 		}
-		snap := &roomSnapshot{rooms: map[int64]int{}, loaded: time.Now()}
 		var id int64
 		var n int
 		if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { snap.rooms[id] = n; return nil }); err != nil {
 			return nil, fmt.Errorf("load waiting rooms: %w", err)
 		}
-		rm.settings.Store(snap)
+		rm.store(snap)
 		return snap, nil
 	})
 	select {
@@ -207,6 +250,19 @@ func (rm *Room) load(ctx context.Context) (*roomSnapshot, error) {
 		return r.Val.(*roomSnapshot), nil
 	case <-ctx.Done():
 		return nil, AsOverload(ctx, fmt.Errorf("load waiting rooms: %w", ctx.Err()))
+	}
+}
+
+// store keeps snap as the view unless a newer one is already kept.
+func (rm *Room) store(snap *roomSnapshot) {
+	for {
+		cur := rm.settings.Load()
+		if cur != nil && cur.loaded.After(snap.loaded) {
+			return
+		}
+		if rm.settings.CompareAndSwap(cur, snap) {
+			return
+		}
 	}
 }
 

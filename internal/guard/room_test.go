@@ -79,8 +79,8 @@ func TestWaitingRoomFirstComeFirstServedAcrossServers(t *testing.T) {
 	flightID := a.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 19, "ABCDEF")})
 	openRoom(t, a, flightID, 2)
 
-	// The other server learns of the room within a few seconds (its view
-	// of the settings is refreshed in the background, not per request).
+	// The other server enforces the room within a second (its view of the
+	// settings is reloaded in the background, and never used when older).
 	first := book(a, 1, seatHold(flightID, "ECONOMY", "10A"), "")
 	ticket1, pos := queued(t, first)
 	if pos != 1 {

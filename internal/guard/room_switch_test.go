@@ -1,0 +1,149 @@
+package guard_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/pg/pgtest"
+	"berth.dev/berth/internal/testsvc"
+)
+
+// roomSwitchBound is the documented bound (docs/surge.md): a room switched
+// on or off through one process is in force in every process this long
+// after the switch answered.
+const roomSwitchBound = time.Second
+
+// Two real `berth serve` processes share the database and a Redis. Both
+// have served holds with the room off; then an admin switches the room on
+// through process 0, and one bound later 40 customers ask for 40 seats at
+// once, half through each process: the room is in force in both, so
+// nobody is let through without an admission, and admissions afterwards
+// follow admitPerSecond (plus the one second's burst an idle room allows).
+// Switched off again, one bound later nobody is kept waiting by either.
+func TestWaitingRoomSwitchReachesEveryProcess(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewURL(t)
+	rdb := testsvc.StartRedis(t) // a Redis of its own: real processes use bare keys
+	env := []string{"BERTH_REDIS_URL=" + rdb.URL(), "BERTH_PROTECT=on"}
+	procs := []*apptest.Process{apptest.StartProcess(t, dbURL, env...), apptest.StartProcess(t, dbURL, env...)}
+	now := time.Now()
+	admin := apptest.Token(t, "admin", 1, now)
+	flightID := apptest.CreateFlight(t, procs[0].URL, admin, now.Add(72*time.Hour),
+		apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 29, "ABCDEF")})
+	const customers = 40
+	tokens := make([]string, customers+2)
+	for i := range tokens {
+		tokens[i] = apptest.Token(t, "customer", int64(100+i), now)
+	}
+	hold := func(p *apptest.Process, customer int, seat, admission string) *apptest.Response {
+		req := apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: tokens[customer],
+			Body: seatHold(flightID, "ECONOMY", seat)}
+		if admission != "" {
+			req.Header = map[string]string{"Waiting-Room-Token": admission}
+		}
+		return apptest.Do(t, p.URL, req)
+	}
+	// Both processes have loaded the room as off and served a hold with it.
+	for i, p := range procs {
+		if r := hold(p, customers+i, fmt.Sprintf("29%c", 'A'+i), ""); r.Status != http.StatusCreated {
+			t.Fatalf("hold through process %d before the sale: %d %s", i, r.Status, r.Body)
+		}
+	}
+
+	const per = 5
+	switched := configureRoom(t, procs[0].URL, admin, flightID, true, per)
+	time.Sleep(time.Until(switched.Add(roomSwitchBound)))
+	seat := func(i int) string { return fmt.Sprintf("%d%c", 10+i/6, 'A'+i%6) }
+	rs := apptest.Race(customers, func(i int) *apptest.Response { return hold(procs[i%2], i, seat(i), "") })
+	got := apptest.Answers(rs)
+	t.Logf("burst %s after the switch through two processes: %v", time.Since(switched).Round(time.Millisecond), got)
+	if got["429 waiting_room"] != customers {
+		t.Fatalf("answers = %v, want all %d queued: the room was switched on %s before", got, customers, roomSwitchBound)
+	}
+
+	// Each customer polls its ticket (at either process) and holds with
+	// its admission; the admissions may come no faster than the rate,
+	// plus one second's worth.
+	tickets := make([]string, customers)
+	for i, r := range rs {
+		tickets[i], _ = queued(t, r)
+	}
+	var mu sync.Mutex
+	admitted := map[int]time.Duration{}
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(3 * time.Second)
+	for i := range customers {
+		wg.Go(func() {
+			for k := 0; time.Now().Before(deadline); k++ {
+				r := apptest.Do(t, procs[(i+k)%2].URL, apptest.Request{Method: http.MethodGet,
+					Path: "/waiting-room/" + tickets[i], Token: tokens[i]})
+				var st roomStatus
+				if r.Status != http.StatusOK {
+					t.Errorf("customer %d polling: %d %s", i, r.Status, r.Body)
+					return
+				}
+				r.JSON(t, &st)
+				if st.Admitted {
+					mu.Lock()
+					admitted[i] = time.Since(switched)
+					mu.Unlock()
+					if h := hold(procs[(i+k+1)%2], i, seat(i), st.Token); h.Status != http.StatusCreated {
+						t.Errorf("customer %d holding with its admission: %d %s", i, h.Status, h.Body)
+					}
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(switched)
+	allowed := int(float64(per)*elapsed.Seconds()) + per
+	t.Logf("%d admitted within %s of the switch at %d/s (at most %d allowed)", len(admitted), elapsed.Round(time.Millisecond), per, allowed)
+	if len(admitted) == 0 {
+		t.Errorf("nobody was admitted in %s at %d/s", elapsed, per)
+	}
+	for i, at := range admitted {
+		n := 0
+		for _, other := range admitted {
+			if other <= at {
+				n++
+			}
+		}
+		if limit := int(float64(per)*at.Seconds()) + per; n > limit {
+			t.Errorf("customer %d admitted %s after the switch as the %dth: more than %d/s plus %d allow", i, at, n, per, per)
+		}
+	}
+
+	// Switched off: one bound later, nobody is kept waiting by either.
+	switched = configureRoom(t, procs[1].URL, admin, flightID, false, 0)
+	time.Sleep(time.Until(switched.Add(roomSwitchBound)))
+	const after = 20
+	rs = apptest.Race(after, func(i int) *apptest.Response {
+		return hold(procs[i%2], i, fmt.Sprintf("%d%c", 24+i/6, 'A'+i%6), "")
+	})
+	if got := apptest.Answers(rs); got["201"] != after {
+		t.Errorf("answers %s after the room was switched off = %v, want %d × 201", roomSwitchBound, got, after)
+	}
+	apptest.MustAudit(t, pgtest.Open(t, dbURL), time.Now())
+}
+
+// configureRoom switches flight's waiting room through the berth at base
+// and returns when the answer came.
+func configureRoom(t *testing.T, base, admin string, flightID int64, on bool, per int) time.Time {
+	t.Helper()
+	room := map[string]any{"enabled": on}
+	if per > 0 {
+		room["admitPerSecond"] = per
+	}
+	r := apptest.Do(t, base, apptest.Request{Method: http.MethodPatch, Path: path("/admin/flights/%d", flightID),
+		Token: admin, Body: map[string]any{"waitingRoom": room}})
+	if r.Status != http.StatusOK {
+		t.Fatalf("switch the waiting room: %d %s", r.Status, r.Body)
+	}
+	return time.Now()
+}
