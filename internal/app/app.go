@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/config"
@@ -49,6 +50,9 @@ type Options struct {
 	// RedisPrefix starts every Redis key (tests sharing one Redis give
 	// each test its own).
 	RedisPrefix string
+	// Dev serves the development sign-in page /dev/login (`berth dev`
+	// only: it signs anyone in as anyone).
+	Dev bool
 }
 
 // App is a wired berth service.
@@ -147,6 +151,8 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Cars: cars, Lifecycle: a.Life,
 		AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry, Guard: a.Guard, Ready: ready,
 		Payments: a.Payments, PaySim: a.paySimHandler(),
+		Consumers: a.Events.Consumers(), Dev: o.Dev,
+		Audit: audit.Options{SweepInterval: cfg.SweepInterval, EventRetention: cfg.Events.Retention},
 	})
 	return a, nil
 }

@@ -15,11 +15,11 @@ import (
 
 // Result is one invariant's verdict.
 type Result struct {
-	ID         string // "I1"
-	Name       string
-	OK         bool
-	Violations []string // up to maxShown examples
-	Count      int      // how many violations in all
+	ID         string   `json:"id"` // "I1"
+	Name       string   `json:"name"`
+	OK         bool     `json:"ok"`
+	Violations []string `json:"violations"` // up to maxShown examples
+	Count      int      `json:"count"`      // how many violations in all
 }
 
 const maxShown = 10

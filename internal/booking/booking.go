@@ -246,11 +246,15 @@ func List(ctx context.Context, db Querier, caller Caller, limit int, before int6
 	if err != nil {
 		return nil, fmt.Errorf("list bookings of %d: %w", caller.ID, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Booking, error) { return Scan(r) })
+	out, err := collect(rows)
 	if err != nil {
 		return nil, fmt.Errorf("list bookings of %d: %w", caller.ID, err)
 	}
 	return out, nil
+}
+
+func collect(rows pgx.Rows) ([]*Booking, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Booking, error) { return Scan(r) })
 }
 
 // Querier is a pool, a connection or a transaction.

@@ -84,6 +84,71 @@ type RefundRequest struct {
 	Reason    string `json:"reason"`
 }
 
+// Cancellation is what cancelling a booking now would do: who cancels it,
+// and what it refunds by which rule. Cancel acts on it; a refund quote
+// shows it, computed by the same function.
+type Cancellation struct {
+	Booking *Booking
+	// Reason is the cancelReason it would record (customer, host, admin).
+	Reason string
+	// Refund is what goes back to the customer, in the booking's currency.
+	Refund int64
+	// Rule says why: "unpaid" (a HELD booking, nothing was paid),
+	// "seller" (the host or an admin cancels: in full) or "policy" (the
+	// booking's refund rule at this moment).
+	Rule string
+	// Percent is the share of the amount refunded.
+	Percent int
+	At      time.Time
+}
+
+// The rules a Cancellation names.
+const (
+	RuleUnpaid = "unpaid"
+	RuleSeller = "seller"
+	RulePolicy = "policy"
+)
+
+// cancellation decides what cancelling b at now by caller does: HELD →
+// nothing to refund; CONFIRMED → by the booking's rule, or in full when the
+// host or an admin cancels. Returns fault.InvalidState for any other status.
+func cancellation(b *Booking, caller Caller, now time.Time) (Cancellation, error) {
+	c := Cancellation{Booking: b, Reason: ByCustomer, At: now}
+	switch {
+	case caller.Admin():
+		c.Reason = ByAdmin
+	case b.HostID != 0 && caller.ID == b.HostID:
+		c.Reason = ByHost
+	}
+	switch b.Status {
+	case Held:
+		c.Rule = RuleUnpaid
+	case Confirmed:
+		c.Rule, c.Refund, c.Percent = RuleSeller, b.Amount, 100
+		if c.Reason == ByCustomer {
+			c.Rule = RulePolicy
+			c.Percent = b.RefundRule.Percent(b.StartsAt, now)
+			c.Refund = b.RefundRule.Refund(b.Amount, b.StartsAt, now)
+		}
+	default:
+		return c, fault.New(fault.InvalidState, "a %s booking cannot be cancelled", b.Status)
+	}
+	return c, nil
+}
+
+// Quote returns what cancelling booking id now would do for caller, by the
+// very rule Cancel applies, without changing anything.
+//
+// Returns fault.NotFound if caller may not see the booking, fault.InvalidState
+// if it cannot be cancelled.
+func (l *Lifecycle) Quote(ctx context.Context, db Querier, caller Caller, id int64) (Cancellation, error) {
+	b, err := Get(ctx, db, caller, id)
+	if err != nil {
+		return Cancellation{}, err
+	}
+	return cancellation(b, caller, l.Clock.Now())
+}
+
 // Cancel cancels booking id for caller: HELD → CANCELLED releases at once
 // (nothing was paid); CONFIRMED → CANCELLED also refunds by the booking's
 // rule, or in full when the host or an admin cancels. The refund is computed
@@ -98,26 +163,11 @@ func (l *Lifecycle) Cancel(ctx context.Context, db pg.Beginner, caller Caller, i
 		if err != nil {
 			return err
 		}
-		reason := ByCustomer
-		switch {
-		case caller.Admin():
-			reason = ByAdmin
-		case b.HostID != 0 && caller.ID == b.HostID:
-			reason = ByHost
+		c, err := cancellation(b, caller, l.Clock.Now())
+		if err != nil {
+			return err
 		}
-		now := l.Clock.Now()
-		var refund int64
-		switch b.Status {
-		case Held:
-		case Confirmed:
-			refund = b.Amount
-			if reason == ByCustomer {
-				refund = b.RefundRule.Refund(b.Amount, b.StartsAt, now)
-			}
-		default:
-			return fault.New(fault.InvalidState, "a %s booking cannot be cancelled", b.Status)
-		}
-		out, err = l.leave(ctx, tx, b, Cancelled, now, reason, &refund)
+		out, err = l.leave(ctx, tx, b, Cancelled, c.At, c.Reason, &c.Refund)
 		if errors.Is(err, errLostRace) {
 			return fault.New(fault.InvalidState, "booking %d changed while it was being cancelled", id)
 		}

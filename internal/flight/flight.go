@@ -174,30 +174,6 @@ func (s *Service) Get(ctx context.Context, id int64) (*Flight, error) {
 	return f, nil
 }
 
-// Search returns the flights from one airport to another that depart on
-// date in the origin's time zone, by departure time. Answers may be up to
-// the search cache's TTL stale.
-func (s *Service) Search(ctx context.Context, from, to string, date time.Time) ([]*Flight, error) {
-	key := from + "|" + to + "|" + date.Format(time.DateOnly)
-	return s.searches.Get(ctx, key, func(ctx context.Context) ([]*Flight, error) {
-		rows, err := s.reads.Query(ctx, `SELECT `+flightColumns+` FROM flight f
-			JOIN airport o ON o.code = f.origin JOIN airport d ON d.code = f.destination
-			WHERE f.origin = $1 AND f.destination = $2 AND f.departure_date = $3
-			ORDER BY f.departure_at, f.id LIMIT 500`, from, to, date)
-		if err != nil {
-			return nil, fmt.Errorf("search flights: %w", err)
-		}
-		flights, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Flight, error) { return scanFlight(r) })
-		if err != nil {
-			return nil, fmt.Errorf("search flights: %w", err)
-		}
-		if err := loadFares(ctx, s.reads, flights); err != nil {
-			return nil, err
-		}
-		return flights, nil
-	})
-}
-
 func loadFares(ctx context.Context, db *pgxpool.Pool, flights []*Flight) error {
 	if len(flights) == 0 {
 		return nil

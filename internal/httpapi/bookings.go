@@ -82,32 +82,47 @@ func (s *Server) getBooking(w http.ResponseWriter, r *http.Request, c booking.Ca
 
 func (s *Server) listBookings(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
 	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return fault.Invalid("limit", "must be between 1 and 100")
-		}
-		limit = n
-	}
-	var before int64
-	if v := q.Get("before"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			return fault.Invalid("before", "must be a booking id")
-		}
-		before = n
+	limit, before, err := pageOf(q.Get("limit"), q.Get("before"))
+	if err != nil {
+		return err
 	}
 	list, err := booking.List(r.Context(), s.Pool, c, limit, before)
 	if err != nil {
 		return err
 	}
+	writeBookings(w, list)
+	return nil
+}
+
+// pageOf reads a page of bookings: ?limit= (1–100, default 20) and
+// ?before= (a booking id; the page holds older ones).
+func pageOf(limitParam, beforeParam string) (limit int, before int64, err error) {
+	limit = 20
+	if limitParam != "" {
+		n, err := strconv.Atoi(limitParam)
+		if err != nil || n < 1 || n > 100 {
+			return 0, 0, fault.Invalid("limit", "must be between 1 and 100")
+		}
+		limit = n
+	}
+	if beforeParam != "" {
+		n, err := strconv.ParseInt(beforeParam, 10, 64)
+		if err != nil || n < 1 {
+			return 0, 0, fault.Invalid("before", "must be a booking id")
+		}
+		before = n
+	}
+	return limit, before, nil
+}
+
+// writeBookings answers 200 {"bookings": [...]}.
+func writeBookings(w http.ResponseWriter, list []*booking.Booking) {
 	out := make([]booking.View, 0, len(list))
 	for _, b := range list {
 		out = append(out, b.View())
 	}
+	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"bookings": out})
-	return nil
 }
 
 func (s *Server) cancelBooking(w http.ResponseWriter, r *http.Request, c booking.Caller) error {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -35,14 +36,16 @@ type carView struct {
 	Deposit    int64  `json:"deposit"`
 	Currency   string `json:"currency"`
 	Turnaround string `json:"turnaround"`
+	// TimeZone is the zone of the car's city, which its times are shown in.
+	TimeZone string `json:"timeZone"`
 	// Only for the host who listed it.
 	Plate  string `json:"plate,omitempty"`
 	HostID int64  `json:"hostId,omitempty"`
 }
 
-func viewCar(c *rental.Car, host bool) carView {
+func (s *Server) viewCar(ctx context.Context, c *rental.Car, host bool) carView {
 	v := carView{ID: c.ID, Model: c.Model, City: c.City, DailyPrice: c.DailyPrice, Deposit: c.Deposit,
-		Currency: c.Currency, Turnaround: rental.FormatTurnaround(c.Turnaround)}
+		Currency: c.Currency, Turnaround: rental.FormatTurnaround(c.Turnaround), TimeZone: s.Cars.Zone(ctx, c.City).String()}
 	if host {
 		v.Plate, v.HostID = c.Plate, c.HostID
 	}
@@ -78,7 +81,7 @@ func (s *Server) createCar(w http.ResponseWriter, r *http.Request, c booking.Cal
 		return err
 	}
 	w.Header().Set("Location", fmt.Sprintf("/cars/%d", car.ID))
-	writeJSON(w, http.StatusCreated, viewCar(car, true))
+	writeJSON(w, http.StatusCreated, s.viewCar(r.Context(), car, true))
 	return nil
 }
 
@@ -91,7 +94,7 @@ func (s *Server) getCar(w http.ResponseWriter, r *http.Request, _ booking.Caller
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewCar(car, false))
+	writeJSON(w, http.StatusOK, s.viewCar(r.Context(), car, false))
 	return nil
 }
 
@@ -127,7 +130,7 @@ func (s *Server) searchCars(w http.ResponseWriter, r *http.Request, _ booking.Ca
 		NextAfter int64     `json:"nextAfter,omitempty"`
 	}{Cars: make([]carView, 0, len(res.Cars))}
 	for _, c := range res.Cars {
-		out.Cars = append(out.Cars, viewCar(c, false))
+		out.Cars = append(out.Cars, s.viewCar(r.Context(), c, false))
 	}
 	if res.More {
 		out.NextAfter = res.Cars[len(res.Cars)-1].ID

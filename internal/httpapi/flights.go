@@ -63,13 +63,17 @@ func (s *Server) searchFlights(w http.ResponseWriter, r *http.Request, _ booking
 	case !airportRe.MatchString(to):
 		return fault.Invalid("to", "must be a three-letter airport code")
 	}
-	date, err := time.Parse(time.DateOnly, q.Get("date"))
-	if err != nil {
-		return fault.Invalid("date", "must be a date like 2026-12-20")
-	}
-	// The date is local to the origin, which can be up to a day behind UTC.
-	if date.Before(s.Clock.Now().AddDate(0, 0, -2)) {
-		return fault.Invalid("date", "%s is in the past", q.Get("date"))
+	// Without a date: the next seven days.
+	var date time.Time
+	if v := q.Get("date"); v != "" || q.Has("date") {
+		var err error
+		if date, err = parseDate(v); err != nil {
+			return err
+		}
+		// The date is local to the origin, which can be up to a day behind UTC.
+		if date.Before(s.Clock.Now().AddDate(0, 0, -2)) {
+			return fault.Invalid("date", "%s is in the past", v)
+		}
 	}
 	flights, err := s.Flights.Search(r.Context(), from, to, date)
 	if err != nil {
@@ -82,6 +86,15 @@ func (s *Server) searchFlights(w http.ResponseWriter, r *http.Request, _ booking
 	w.Header().Set("Cache-Control", "public, max-age=5")
 	writeJSON(w, http.StatusOK, map[string]any{"flights": out})
 	return nil
+}
+
+// parseDate reads a departure date, local to the origin.
+func parseDate(v string) (time.Time, error) {
+	date, err := time.Parse(time.DateOnly, v)
+	if err != nil {
+		return time.Time{}, fault.Invalid("date", "must be a date like 2026-12-20")
+	}
+	return date, nil
 }
 
 func (s *Server) getFlight(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
@@ -49,6 +50,15 @@ type Deps struct {
 	// Guard is the surge layers (waiting room, gate, limits, shedding);
 	// nil or off lets every request straight through.
 	Guard *guard.Guard
+
+	// Consumers names the event consumers whose lag GET /admin/events
+	// shows; Audit is how POST /admin/audit checks (its Now is set per
+	// run).
+	Consumers []string
+	Audit     audit.Options
+	// Dev serves GET /dev/login, which signs a browser in as anyone: only
+	// for `berth dev`.
+	Dev bool
 }
 
 // Server is the HTTP API.
@@ -58,6 +68,7 @@ type Server struct {
 	mux     *routeMux
 	metrics *metrics
 	tokens  *tokenCache // verified bearer tokens, with the surge layers on
+	assets  map[string]asset
 }
 
 // New returns the API's handler.
@@ -91,6 +102,8 @@ func (s *Server) routes() {
 	s.carRoutes()
 
 	s.surgeRoutes()
+	s.viewRoutes()
+	s.webRoutes()
 }
 
 // access says who may call a route: nobody needs a token (nil), any valid

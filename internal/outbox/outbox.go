@@ -48,3 +48,30 @@ func Write(ctx context.Context, tx pgx.Tx, e Event) error {
 	}
 	return nil
 }
+
+// Recorded is an event as the outbox keeps it.
+type Recorded struct {
+	ID   string          `json:"id"`
+	Type string          `json:"type"`
+	Time time.Time       `json:"time"`
+	Data json.RawMessage `json:"data"`
+}
+
+// MaxHistory is the most events History returns for one booking.
+const MaxHistory = 200
+
+// History returns the events of booking id that the outbox still keeps
+// (published ones are deleted after the retention period), oldest first:
+// the order they happened and were published in.
+func History(ctx context.Context, db Querier, id int64) ([]Recorded, error) {
+	rows, err := db.Query(ctx, `SELECT event_id::text, type, created_at, payload FROM outbox
+		WHERE booking_id = $1 ORDER BY id LIMIT $2`, id, MaxHistory)
+	if err != nil {
+		return nil, fmt.Errorf("events of booking %d: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Recorded])
+	if err != nil {
+		return nil, fmt.Errorf("events of booking %d: %w", id, err)
+	}
+	return out, nil
+}

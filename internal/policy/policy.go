@@ -43,6 +43,12 @@ func Flight(percent int, cutoff time.Duration) Rule {
 // minor unit stay with the seller. A cancellation by the seller (the car's
 // host, an admin, the airline) refunds in full: use Full for those.
 func (r Rule) Refund(amount int64, start, now time.Time) int64 {
+	return amount * int64(r.Percent(start, now)) / 100
+}
+
+// Percent returns the share (0–100) of the amount that goes back to a
+// customer who cancels at now a booking whose service starts at start.
+func (r Rule) Percent(start, now time.Time) int {
 	left := start.Sub(now)
 	var best *Tier
 	for i := range r {
@@ -53,7 +59,7 @@ func (r Rule) Refund(amount int64, start, now time.Time) int64 {
 	if best == nil {
 		return 0
 	}
-	return amount * int64(best.Percent) / 100
+	return best.Percent
 }
 
 // Validate reports a rule that cannot be applied.

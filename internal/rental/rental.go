@@ -28,6 +28,7 @@ type Service struct {
 	holdTTL time.Duration
 
 	searches *guard.Cache[*SearchResult]
+	cities   *guard.Cache[[]City]
 }
 
 // Config tunes a Service.
@@ -53,6 +54,7 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 		life:     life,
 		holdTTL:  cfg.HoldTTL,
 		searches: guard.NewCache[*SearchResult](cfg.SearchTTL, cfg.MaxCacheKeys),
+		cities:   guard.NewCache[[]City](time.Minute, 1),
 	}
 }
 
