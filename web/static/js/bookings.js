@@ -1,0 +1,190 @@
+// A booking's page: its status, the hold's live countdown, paying through
+// the gateway's checkout, its events in order, hand-overs for hosts, and
+// cancelling with the refund shown before it is confirmed.
+import { api, airports, cities, send, claims } from './api.js';
+import { h, slot, announce, every } from './ui.js';
+import { money, dateTime, zoneLabel, countdown, titleCase } from './format.js';
+import { when } from './flights.js';
+
+export async function bookingsPage(page) {
+  page.title('My bookings');
+  page.main.append(h('h1', {}, 'My bookings'));
+  if (!claims()) {
+    page.main.append(h('p', {}, h('a', { href: '/app/signin' }, 'Sign in'), ' to see your bookings.'));
+    return;
+  }
+  const r = await api('GET', '/bookings?limit=50');
+  if (!r.bookings.length) {
+    page.main.append(h('p', {}, 'No bookings yet. ', h('a', { href: '/app/' }, 'Find a flight'), ' or ', h('a', { href: '/app/cars' }, 'rent a car'), '.'));
+    return;
+  }
+  page.main.append(bookingTable(r.bookings));
+}
+
+// bookingTable lists bookings with links to their pages.
+export function bookingTable(list, extra) {
+  return h('table', {},
+    h('thead', {}, h('tr', {}, h('th', {}, 'Booking'), h('th', {}, 'What'), h('th', {}, 'Status'), h('th', { class: 'num' }, 'Amount'), extra ? h('th', {}, 'Actions') : null)),
+    h('tbody', {}, list.map((b) => h('tr', {},
+      h('td', {}, h('a', { href: `/app/bookings/${b.bookingId}` }, `#${b.bookingId}`)),
+      h('td', {}, b.kind === 'flight' ? `Flight ${b.flightId}, ${titleCase(b.fareClass)} ×${b.quantity}` : `Car ${b.carId}`),
+      h('td', {}, h('span', { class: 'status', dataset: { bookingStatus: b.status } }, b.status)),
+      h('td', { class: 'num' }, money(b.amount, b.currency)),
+      extra ? h('td', {}, extra(b)) : null))));
+}
+
+export async function bookingPage(page, id) {
+  page.title(`Booking ${id}`);
+  const errors = slot();
+  const quote = slot();
+  const body = h('div');
+  page.main.append(h('h1', {}, `Booking #${id}`), errors.el, body, quote.el);
+  let b = await api('GET', `/bookings/${id}`);
+  let ctx = await context(b);
+  let tick = null;
+  const me = claims();
+
+  function draw() {
+    clearInterval(tick);
+    const status = h('span', { class: 'status', dataset: { bookingStatus: b.status } }, titleCase(b.status));
+    const facts = h('dl', { class: 'kv' });
+    const add = (k, ...v) => facts.append(h('dt', {}, k), h('dd', {}, ...v));
+    if (b.kind === 'flight') {
+      add('Flight', ctx.flight ? `${ctx.flight.code} ${ctx.flight.from} → ${ctx.flight.to}` : `#${b.flightId}`, ' ', h('a', { href: `/app/flights/${b.flightId}` }, 'seat map'));
+      if (ctx.flight) add('Departs', when(ctx.flight.departureAt, ctx.origin));
+      add('Fare class', titleCase(b.fareClass));
+      add(b.seats?.length ? 'Seats' : 'Seats (assigned later)', b.seats?.length ? b.seats.join(', ') : String(b.quantity));
+    } else {
+      add('Car', ctx.car ? `${ctx.car.model} (${ctx.car.city})` : `#${b.carId}`, ' ', h('a', { href: `/app/cars/${b.carId}` }, 'calendar'));
+      add('Pick-up', h('time', { datetime: b.from }, dateTime(b.from, ctx.tz)));
+      add('Return', h('time', { datetime: b.to }, dateTime(b.to, ctx.tz)), ' ', h('span', { class: 'muted' }, `(${zoneLabel(ctx.tz, ctx.place)})`));
+      add('Rental price', money(b.rentalPrice, b.currency), h('span', { class: 'muted' }, ' (paid at pick-up)'));
+    }
+    add(b.kind === 'car' ? 'Deposit, paid now' : 'Amount', h('strong', {}, money(b.amount, b.currency)));
+    if (b.refundAmount !== undefined && b.status === 'CANCELLED') add('Refund', h('strong', { dataset: { refund: '' } }, money(b.refundAmount, b.currency)), b.refundStatus ? ` (${b.refundStatus.toLowerCase()})` : '');
+    if (b.cancelReason) add('Cancelled by', b.cancelReason.replace('_', ' '));
+
+    const actions = h('div', { class: 'row' });
+    let clock = null;
+    if (b.status === 'HELD') {
+      const left = h('span', { class: 'countdown', role: 'timer', 'aria-live': 'off' });
+      clock = h('p', {}, 'Pay before ', h('time', { datetime: b.holdExpiresAt, dataset: { holdExpires: b.holdExpiresAt } }, dateTime(b.holdExpiresAt, ctx.tz)), ': ', left, ' left');
+      const end = Date.parse(b.holdExpiresAt);
+      let warned = false;
+      const show = () => {
+        const s = (end - Date.now()) / 1000;
+        left.textContent = countdown(s);
+        if (s < 60 && !warned) { warned = true; announce('Less than a minute left to pay.'); }
+        if (s <= 0) { clearInterval(tick); reload(); }
+      };
+      show();
+      tick = setInterval(show, 1000);
+      if (me && String(b.customerId) === me.sub && me.role === 'customer') actions.append(h('button', { type: 'button', dataset: { action: 'pay' }, onclick: pay }, `Pay ${money(b.amount, b.currency)}`));
+    }
+    if (b.kind === 'car' && me && (me.role === 'host' || me.role === 'admin')) {
+      if (b.status === 'CONFIRMED') actions.append(h('button', { type: 'button', dataset: { action: 'pickup' }, onclick: () => move('pickup') }, 'Hand over (pick-up)'));
+      if (b.status === 'ON_TRIP') actions.append(h('button', { type: 'button', dataset: { action: 'return' }, onclick: () => move('return') }, 'Take back (return)'));
+    }
+    if (b.status === 'HELD' || b.status === 'CONFIRMED') {
+      actions.append(h('button', { type: 'button', class: 'danger', dataset: { action: 'cancel' }, onclick: askCancel }, b.status === 'HELD' ? 'Release hold' : 'Cancel booking'));
+    }
+    body.replaceChildren(h('p', {}, 'Status: ', status), facts, clock, actions, eventsBox);
+  }
+
+  const eventsBox = h('section', { 'aria-label': 'Events' });
+  async function loadEvents() {
+    const r = await api('GET', `/bookings/${id}/events`);
+    eventsBox.replaceChildren(h('h2', {}, 'What happened'),
+      h('ol', { class: 'events' }, r.events.map((e) => h('li', { dataset: { event: e.type } },
+        h('strong', {}, e.type), ' · ', h('time', { datetime: e.time }, dateTime(e.time, ctx.tz)),
+        e.type.startsWith('refund.') && e.data?.amount !== undefined ? ` · ${money(e.data.amount, e.data.currency)}` : ''))));
+  }
+
+  async function reload() {
+    const before = b.status;
+    b = await api('GET', `/bookings/${id}`);
+    await loadEvents();
+    if (page.left) return;
+    draw();
+    if (b.status !== before) announce(`The booking is now ${titleCase(b.status)}.`);
+  }
+
+  async function pay() {
+    errors.clear();
+    try {
+      const p = await send('POST', `/bookings/${id}/payments`, undefined);
+      location.assign(p.checkoutUrl);
+    } catch (err) {
+      errors.error(err);
+      reload();
+    }
+  }
+
+  async function move(what) {
+    errors.clear();
+    try {
+      b = await api('POST', `/bookings/${id}/${what}`);
+      await loadEvents();
+      draw();
+      announce(`The booking is now ${titleCase(b.status)}.`);
+    } catch (err) {
+      errors.error(err);
+    }
+  }
+
+  // askCancel shows what a cancellation now refunds, by the rule the
+  // cancellation itself applies, and cancels only once that is confirmed.
+  async function askCancel() {
+    errors.clear();
+    let q;
+    try {
+      q = await api('GET', `/bookings/${id}/refund-quote`);
+    } catch (err) {
+      errors.error(err);
+      return;
+    }
+    const why = { unpaid: 'nothing was paid yet', seller: 'cancelled by the seller: refunded in full', policy: `${q.percent} % under the booking's refund rule` }[q.rule] || q.rule;
+    quote.show(h('div', { class: 'card', role: 'dialog', 'aria-labelledby': 'cq', dataset: { refundQuote: String(q.refundAmount) } },
+      h('h2', { id: 'cq' }, 'Cancel this booking?'),
+      h('p', {}, 'If you cancel now, you get back ', h('strong', {}, money(q.refundAmount, q.currency)), ` of ${money(q.amount, q.currency)} (${why}).`),
+      h('div', { class: 'row' },
+        h('button', { type: 'button', class: 'danger', dataset: { action: 'confirm-cancel' }, onclick: doCancel }, 'Yes, cancel'),
+        h('button', { type: 'button', class: 'secondary', onclick: () => quote.clear() }, 'Keep it'))));
+    quote.el.querySelector('button').focus();
+  }
+
+  async function doCancel() {
+    try {
+      b = await api('POST', `/bookings/${id}/cancel`);
+      quote.clear();
+      await loadEvents();
+      draw();
+      announce(`Cancelled. Refund: ${money(b.refundAmount || 0, b.currency)}.`);
+    } catch (err) {
+      quote.clear();
+      errors.error(err);
+    }
+  }
+
+  await loadEvents();
+  draw();
+  page.cleanup(() => clearInterval(tick));
+  // Payments and expiries arrive from elsewhere: keep the page current
+  // while the booking may still change by itself.
+  every(page, 2000, async () => {
+    if (b.status === 'HELD' || (b.refundStatus === 'REQUESTED')) await reload().catch(() => {});
+  });
+}
+
+// context loads what a booking's page shows beside the booking: the flight
+// and its airports, or the car and its zone.
+async function context(b) {
+  if (b.kind === 'flight') {
+    const [flight, list] = await Promise.all([api('GET', `/flights/${b.flightId}`).catch(() => null), airports()]);
+    const origin = flight ? list.get(flight.from) : null;
+    return { flight, origin, tz: origin?.timeZone || 'UTC' };
+  }
+  const [car, list] = await Promise.all([api('GET', `/cars/${b.carId}`).catch(() => null), cities()]);
+  const tz = car?.timeZone || 'UTC';
+  return { car, tz, place: list.get(car?.city)?.name };
+}

@@ -1,0 +1,142 @@
+// Customer, cars: search a city for a period, a car's month calendar with
+// its busy ranges (turnaround included), and booking it with one
+// Idempotency-Key per attempt, retried safely when the network fails.
+import { api, cities, send, claims } from './api.js';
+import { h, slot, field } from './ui.js';
+import { money, dateTime, zoneLabel, zonedISO, wallClock } from './format.js';
+
+const DAY = 86400000;
+
+function defaultPeriod(tz) {
+  const start = wallClock(Date.now() + 7 * DAY, tz).slice(0, 10) + 'T09:00';
+  const end = wallClock(Date.now() + 10 * DAY, tz).slice(0, 10) + 'T09:00';
+  return [start, end];
+}
+
+export async function carsPage(page) {
+  page.title('Rent a car');
+  const q = page.url.searchParams;
+  const list = await cities();
+  const city = h('select', { name: 'city' }, [...list.values()].map((c) => h('option', { value: c.code, selected: c.code === (q.get('city') || 'HN') }, `${c.name} (${c.code})`)));
+  const tz = () => list.get(city.value)?.timeZone || 'UTC';
+  const [d0, d1] = defaultPeriod(tz());
+  const from = h('input', { type: 'datetime-local', name: 'from', required: true, value: q.get('from') || d0 });
+  const to = h('input', { type: 'datetime-local', name: 'to', required: true, value: q.get('to') || d1 });
+  const zone = h('p', { class: 'muted' });
+  const showZone = () => { zone.textContent = `Times are in ${zoneLabel(tz(), list.get(city.value)?.name)}.`; };
+  city.addEventListener('change', showZone);
+  showZone();
+  const errors = slot();
+  const results = h('section', { 'aria-label': 'Cars found', 'aria-live': 'polite' });
+  page.main.append(h('h1', {}, 'Rent a car'),
+    h('form', {
+      class: 'card', role: 'search',
+      onsubmit: (e) => {
+        e.preventDefault();
+        page.navigate(`/app/cars?${new URLSearchParams({ city: city.value, from: from.value, to: to.value })}`);
+      },
+    }, h('div', { class: 'row' }, field('City', city), field('Pick-up', from), field('Return', to), h('button', { type: 'submit' }, 'Search')), zone),
+    errors.el, results);
+  if (!q.get('city')) return;
+  const p = new URLSearchParams({ city: city.value, from: zonedISO(from.value, tz()), to: zonedISO(to.value, tz()), limit: '20' });
+  try {
+    const r = await api('GET', `/cars?${p}`);
+    if (!r.cars.length) {
+      results.append(h('p', {}, 'No car is free for the whole period.'));
+      return;
+    }
+    const link = (c) => `/app/cars/${c.id}?${new URLSearchParams({ from: from.value, to: to.value })}`;
+    results.append(h('h2', {}, `Free cars in ${list.get(city.value)?.name || city.value}`),
+      h('ul', { class: 'plain' }, r.cars.map((c) => h('li', { class: 'card' },
+        h('h3', {}, h('a', { href: link(c) }, c.model)),
+        h('p', {}, `${money(c.dailyPrice, c.currency)} a day · deposit ${money(c.deposit, c.currency)} · turnaround ${c.turnaround}`)))));
+  } catch (err) {
+    errors.error(err);
+  }
+}
+
+export async function carPage(page, id) {
+  const q = page.url.searchParams;
+  const car = await api('GET', `/cars/${id}`);
+  const list = await cities();
+  const tz = car.timeZone || 'UTC';
+  const place = list.get(car.city)?.name || car.city;
+  page.title(car.model);
+  const errors = slot();
+  const [d0, d1] = defaultPeriod(tz);
+  const from = h('input', { type: 'datetime-local', required: true, value: q.get('from') || d0 });
+  const to = h('input', { type: 'datetime-local', required: true, value: q.get('to') || d1 });
+  const bookBtn = h('button', { type: 'submit', dataset: { action: 'book-car' } }, 'Book');
+  const cal = h('section', { 'aria-label': 'Calendar' });
+  let month = new Date(`${(q.get('from') || d0).slice(0, 7)}-01T00:00:00Z`);
+
+  async function drawMonth() {
+    const y = month.getUTCFullYear(), m = month.getUTCMonth();
+    const first = `${y}-${String(m + 1).padStart(2, '0')}-01T00:00`;
+    const nextMonth = new Date(Date.UTC(y, m + 1, 1));
+    const last = `${nextMonth.getUTCFullYear()}-${String(nextMonth.getUTCMonth() + 1).padStart(2, '0')}-01T00:00`;
+    const r = await api('GET', `/cars/${id}/calendar?${new URLSearchParams({ from: zonedISO(first, tz), to: zonedISO(last, tz) })}`);
+    const busy = r.busy.map((b) => ({ from: Date.parse(b.from), to: Date.parse(b.to), raw: b }));
+    const name = new Intl.DateTimeFormat('en-GB', { month: 'long', year: 'numeric', timeZone: 'UTC' }).format(month);
+    const days = new Date(Date.UTC(y, m + 1, 0)).getUTCDate();
+    const lead = (new Date(Date.UTC(y, m, 1)).getUTCDay() + 6) % 7; // Monday first
+    const cells = [];
+    for (let i = 0; i < lead; i++) cells.push(h('td', { class: 'out' }));
+    for (let d = 1; d <= days; d++) {
+      const dayStart = Date.parse(zonedISO(`${y}-${String(m + 1).padStart(2, '0')}-${String(d).padStart(2, '0')}T00:00`, tz));
+      const dayEnd = dayStart + DAY;
+      const over = busy.filter((b) => b.from < dayEnd && b.to > dayStart);
+      const full = over.some((b) => b.from <= dayStart && b.to >= dayEnd);
+      const cls = full ? 'busy' : over.length ? 'part' : '';
+      cells.push(h('td', { class: cls, dataset: { day: String(d), busy: full ? 'full' : over.length ? 'part' : 'free' } },
+        h('span', { class: 'day' }, d), over.length ? h('span', { class: 'tag' }, full ? 'booked' : 'part booked') : h('span', { class: 'sr-only' }, 'free')));
+    }
+    while (cells.length % 7) cells.push(h('td', { class: 'out' }));
+    const weeks = [];
+    for (let i = 0; i < cells.length; i += 7) weeks.push(h('tr', {}, cells.slice(i, i + 7)));
+    const turn = car.turnaround && car.turnaround !== '0s' ? ` Each booking blocks the car ${car.turnaround} longer for turnaround (cleaning and inspection), shown as booked.` : '';
+    cal.replaceChildren(
+      h('div', { class: 'row' },
+        h('button', { type: 'button', class: 'secondary', onclick: () => { month = new Date(Date.UTC(y, m - 1, 1)); drawMonth(); } }, '← ', h('span', { class: 'sr-only' }, 'Previous month')),
+        h('h2', { id: 'month' }, name),
+        h('button', { type: 'button', class: 'secondary', onclick: () => { month = new Date(Date.UTC(y, m + 1, 1)); drawMonth(); } }, h('span', { class: 'sr-only' }, 'Next month'), ' →')),
+      h('table', { class: 'calendar', 'aria-labelledby': 'month' },
+        h('thead', {}, h('tr', {}, ['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'].map((d) => h('th', { scope: 'col' }, d)))),
+        h('tbody', {}, weeks)),
+      h('p', { class: 'muted' }, `Times in ${zoneLabel(tz, place)}.${turn}`),
+      busy.length ? h('ul', { class: 'plain', dataset: { busyList: '' } }, busy.map((b) => h('li', {},
+        'Busy from ', h('time', { datetime: b.raw.from }, dateTime(b.raw.from, tz)), ' to ', h('time', { datetime: b.raw.to }, dateTime(b.raw.to, tz)),
+        turn ? h('span', { class: 'muted' }, ` (rental, then ${car.turnaround} turnaround)`) : ''))) : h('p', {}, 'Free all month.'));
+  }
+
+  async function book(e) {
+    e.preventDefault();
+    errors.clear();
+    if (!claims()) {
+      errors.show(h('div', { class: 'alert', role: 'alert' }, 'Sign in to book. ', h('a', { href: '/app/signin' }, 'Sign in'), ' · Code: ', h('code', {}, 'unauthenticated')));
+      return;
+    }
+    bookBtn.disabled = true;
+    try {
+      // One attempt, one key: retries of this attempt reuse it, so a lost
+      // answer never books twice; the next click is a new attempt.
+      const b = await send('POST', '/bookings', { carId: car.id, from: zonedISO(from.value, tz), to: zonedISO(to.value, tz) });
+      page.navigate(`/app/bookings/${b.bookingId}`);
+    } catch (err) {
+      bookBtn.disabled = false;
+      errors.error(err);
+      if (err.code === 'car_unavailable') drawMonth();
+    }
+  }
+
+  page.main.append(
+    h('p', {}, h('a', { href: `/app/cars?city=${car.city}` }, `← Cars in ${place}`)),
+    h('h1', {}, car.model),
+    h('p', {}, `${place} · ${money(car.dailyPrice, car.currency)} a day · deposit ${money(car.deposit, car.currency)} (paid when you book) · turnaround ${car.turnaround}`),
+    cal,
+    h('form', { class: 'card', onsubmit: book },
+      h('h2', {}, 'Book this car'),
+      h('div', { class: 'row' }, field(`Pick-up (${zoneLabel(tz, place)})`, from), field(`Return (${zoneLabel(tz, place)})`, to), bookBtn)),
+    errors.el);
+  await drawMonth();
+}

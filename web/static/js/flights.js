@@ -1,0 +1,243 @@
+// Customer, flights: search by route (date optional), then a flight's
+// fares and seat map, choosing seats or a quantity, and the hold, through
+// the waiting room when the flight is in a surge.
+import { api, airports, send, claims } from './api.js';
+import { h, slot, announce, every, field } from './ui.js';
+import { money, dateTime, zoneLabel, titleCase } from './format.js';
+import { SeatMap, classColour } from './seatmap.js';
+
+function airportOptions(list, chosen) {
+  return [...list.values()].map((a) => h('option', { value: a.code, selected: a.code === chosen }, `${a.code} · ${a.city}`));
+}
+
+// when shows an instant in an airport's zone, labelled with its city.
+export function when(iso, airport) {
+  const tz = airport?.timeZone || 'UTC';
+  return h('span', {}, h('time', { datetime: iso }, dateTime(iso, tz)), ' ', h('span', { class: 'muted' }, `(${zoneLabel(tz, airport?.city)})`));
+}
+
+export async function searchPage(page) {
+  page.title('Search flights');
+  const q = page.url.searchParams;
+  const list = await airports();
+  const from = h('select', { name: 'from', id: 'from' }, airportOptions(list, q.get('from') || 'SGN'));
+  const to = h('select', { name: 'to', id: 'to' }, airportOptions(list, q.get('to') || 'HAN'));
+  const date = h('input', { type: 'date', name: 'date', value: q.get('date') || '' });
+  const results = h('section', { 'aria-live': 'polite', 'aria-label': 'Flights found' });
+  const errors = slot();
+  page.main.append(
+    h('h1', {}, 'Find a flight'),
+    h('form', {
+      class: 'row card', role: 'search',
+      onsubmit: (e) => {
+        e.preventDefault();
+        const p = new URLSearchParams({ from: from.value, to: to.value });
+        if (date.value) p.set('date', date.value);
+        page.navigate(`/app/?${p}`);
+      },
+    }, field('From', from), field('To', to), field('Date (optional: next 7 days)', date), h('button', { type: 'submit' }, 'Search')),
+    errors.el, results,
+  );
+  if (!q.get('from') || !q.get('to')) return;
+  const p = new URLSearchParams({ from: q.get('from'), to: q.get('to') });
+  if (q.get('date')) p.set('date', q.get('date'));
+  try {
+    const r = await api('GET', `/flights?${p}`);
+    if (!r.flights.length) {
+      results.append(h('p', {}, 'No flights on this route', q.get('date') ? ' that day.' : ' in the next 7 days.'));
+      return;
+    }
+    results.append(h('h2', {}, `${r.flights.length} flight${r.flights.length > 1 ? 's' : ''}`),
+      h('ul', { class: 'plain' }, r.flights.map((f) => h('li', {}, flightCard(f, list)))));
+  } catch (err) {
+    errors.error(err);
+  }
+}
+
+function flightCard(f, list) {
+  const o = list.get(f.from), d = list.get(f.to);
+  return h('article', { class: 'card' },
+    h('div', { class: 'flight-head' },
+      h('h3', {}, h('a', { href: `/app/flights/${f.id}` }, `${f.code} ${f.from} → ${f.to}`)),
+      h('a', { class: 'button', href: `/app/flights/${f.id}` }, 'Choose seats', h('span', { class: 'sr-only' }, ` on ${f.code}`))),
+    h('p', {}, 'Departs ', when(f.departureAt, o), h('br'), 'Arrives ', when(f.arrivalAt, d)),
+    h('ul', { class: 'legend' }, f.fares.map((fa) => h('li', {},
+      h('span', { class: `swatch sw-${fa.fareClass}`, 'aria-hidden': 'true' }),
+      `${titleCase(fa.fareClass)}: ${money(fa.price, fa.currency)} · `, fa.available ? `${fa.available} left` : h('strong', {}, 'sold out')))));
+}
+
+export async function flightPage(page, id) {
+  page.title(`Flight ${id}`);
+  const list = await airports();
+  const [f, seatMap] = await Promise.all([api('GET', `/flights/${id}`), api('GET', `/flights/${id}/seats`)]);
+  page.title(`${f.code} ${f.from} → ${f.to}`);
+  const o = list.get(f.from), d = list.get(f.to);
+  const errors = slot();
+  const waiting = slot();
+  let fare = (f.fares.find((x) => x.available > 0) || f.fares[0])?.fareClass;
+  let mode = 'seats';
+  const hasSeats = seatMap.seats.length > 0;
+  if (!hasSeats) mode = 'quantity';
+
+  const map = new SeatMap({
+    classNames: Object.fromEntries(f.fares.map((x) => [x.fareClass, titleCase(x.fareClass)])),
+    onToggle: (no, cls) => {
+      if (cls !== fare) {
+        fare = cls;
+        map.setClass(cls);
+        drawFares();
+      }
+      if (map.selected.has(no)) map.selected.delete(no);
+      else if (map.selected.size >= 9) {
+        announce('At most 9 seats at once.');
+        return;
+      } else map.selected.add(no);
+      map.restyle();
+      summary();
+      announce(`Seat ${no} ${map.selected.has(no) ? 'selected' : 'unselected'}. ${map.selected.size} chosen.`);
+    },
+  });
+
+  const fares = h('fieldset', { class: 'fares' });
+  function drawFares() {
+    fares.replaceChildren(h('legend', {}, 'Fare class'), ...f.fares.map((x, i) => h('label', { class: `fare${x.fareClass === fare ? ' is-selected' : ''}` },
+      h('input', {
+        type: 'radio', name: 'fare', value: x.fareClass, checked: x.fareClass === fare,
+        onchange: () => { fare = x.fareClass; map.setClass(fare); drawFares(); summary(); },
+      }),
+      h('span', {}, h('span', { class: `swatch sw-${x.fareClass}`, 'aria-hidden': 'true', dataset: { colour: classColour(x.fareClass, i) } }), titleCase(x.fareClass)),
+      h('strong', {}, money(x.price, x.currency)),
+      h('span', { class: 'muted', dataset: { available: x.fareClass } }, x.available ? `${x.available} left` : 'Sold out'))));
+  }
+  drawFares();
+
+  const qty = h('input', { type: 'number', min: 1, max: 9, value: 1, oninput: () => summary() });
+  const chosen = h('p', { 'aria-live': 'polite' });
+  const holdBtn = h('button', { type: 'button', dataset: { action: 'hold' }, onclick: () => hold() }, 'Hold');
+  const modeSeats = h('input', { type: 'radio', name: 'mode', value: 'seats', checked: mode === 'seats', disabled: !hasSeats, onchange: () => { mode = 'seats'; showMode(); } });
+  const modeQty = h('input', { type: 'radio', name: 'mode', value: 'quantity', checked: mode === 'quantity', onchange: () => { mode = 'quantity'; showMode(); } });
+  const mapBox = h('div', { class: 'seatmap-wrap' });
+  const qtyBox = h('div', {}, field('Number of seats (assigned later)', qty));
+
+  function price() {
+    return f.fares.find((x) => x.fareClass === fare);
+  }
+  function count() {
+    return mode === 'seats' ? map.selected.size : Number(qty.value) || 0;
+  }
+  function summary() {
+    const p = price();
+    const n = count();
+    const seats = mode === 'seats' && n ? ` (${[...map.selected].sort().join(', ')})` : '';
+    chosen.textContent = n ? `${n} × ${titleCase(fare)}${seats}: ${money(p.price * n, p.currency)}` : 'Choose seats on the map, or a number of seats.';
+    holdBtn.disabled = n < 1 || n > 9;
+  }
+  function showMode() {
+    mapBox.hidden = mode !== 'seats';
+    qtyBox.hidden = mode !== 'quantity';
+    summary();
+  }
+
+  async function hold(extraHeaders = {}) {
+    errors.clear();
+    if (!claims()) {
+      errors.show(h('div', { class: 'alert', role: 'alert' }, 'Sign in to hold seats. ', h('a', { href: '/app/signin' }, 'Sign in'), ' · Code: ', h('code', {}, 'unauthenticated')));
+      return;
+    }
+    const body = { flightId: f.id, fareClass: fare };
+    if (mode === 'seats') body.seats = [...map.selected].sort();
+    else body.quantity = Number(qty.value);
+    holdBtn.disabled = true;
+    try {
+      const b = await send('POST', '/bookings', body, extraHeaders);
+      page.navigate(`/app/bookings/${b.bookingId}`);
+    } catch (err) {
+      holdBtn.disabled = false;
+      if (err.code === 'waiting_room') {
+        waitInRoom(err.problem.ticket, err.problem.position);
+        return;
+      }
+      errors.error(err);
+      if (err.code === 'seat_unavailable' || err.code === 'sold_out') await refresh();
+    }
+  }
+
+  // waitInRoom shows the queue and goes on by itself once admitted: the
+  // selection stays as it is, and the hold is sent again with the
+  // admission token.
+  async function waitInRoom(ticket, position) {
+    const pos = h('strong', {}, String(position));
+    const eta = h('span', {}, 'estimating…');
+    waiting.show(h('div', { class: 'waiting', role: 'status', dataset: { waitingRoom: '' } },
+      h('h2', {}, 'You are in the waiting room'),
+      h('p', {}, 'Your place in line: ', pos, '. Estimated wait: ', eta, '.'),
+      h('p', {}, 'Keep this page open: your seats stay selected, and the hold goes on by itself when it is your turn.')));
+    announce(`Waiting room: number ${position} in line.`);
+    holdBtn.disabled = true;
+    const start = { t: Date.now(), p: position };
+    while (!page.left) {
+      await new Promise((r) => setTimeout(r, 1000));
+      let st;
+      try {
+        st = await api('GET', `/waiting-room/${encodeURIComponent(ticket)}`);
+      } catch (err) {
+        if (err.code === 'not_found') { // the ticket expired: queue again
+          waiting.clear();
+          return hold();
+        }
+        if (err.code === 'network_error' || err.code === 'overloaded' || err.code === 'rate_limited') continue;
+        waiting.clear();
+        errors.error(err);
+        holdBtn.disabled = false;
+        return;
+      }
+      if (st.admitted) {
+        waiting.show(h('div', { class: 'notice', role: 'status' }, 'It is your turn: holding your seats…'));
+        announce('Admitted. Holding your seats.');
+        await hold({ 'Waiting-Room-Token': st.token });
+        waiting.clear();
+        return;
+      }
+      pos.textContent = String(st.position);
+      const rate = (start.p - st.position) / ((Date.now() - start.t) / 1000);
+      eta.textContent = rate > 0 ? `about ${Math.max(1, Math.round(st.position / rate))} s` : 'estimating…';
+    }
+  }
+
+  async function refresh() {
+    const [nf, sm] = await Promise.all([api('GET', `/flights/${id}`), api('GET', `/flights/${id}/seats`)]);
+    if (page.left) return;
+    f.fares = nf.fares;
+    const lost = map.update(sm.seats);
+    if (lost.length) announce(`Seat${lost.length > 1 ? 's' : ''} ${lost.join(', ')} just went to someone else.`);
+    for (const x of f.fares) {
+      const el = fares.querySelector(`[data-available="${x.fareClass}"]`);
+      if (el) el.textContent = x.available ? `${x.available} left` : 'Sold out';
+    }
+    summary();
+  }
+
+  page.main.append(
+    h('p', {}, h('a', { href: `/app/?from=${f.from}&to=${f.to}` }, `← Flights ${f.from} → ${f.to}`)),
+    h('h1', {}, `${f.code} ${o?.city || f.from} → ${d?.city || f.to}`),
+    h('p', {}, 'Departs ', when(f.departureAt, o), h('br'), 'Arrives ', when(f.arrivalAt, d)),
+    fares,
+    h('fieldset', { class: 'row' }, h('legend', {}, 'How to choose'),
+      h('label', { class: 'inline' }, modeSeats, 'Pick seats on the map'),
+      h('label', { class: 'inline' }, modeQty, 'Any seats: a number of seats')),
+    mapBox, qtyBox,
+    h('div', { class: 'card' }, chosen, holdBtn), waiting.el, errors.el,
+  );
+  mapBox.append(h('h2', {}, 'Seat map'),
+    h('ul', { class: 'legend', 'aria-label': 'Legend' },
+      f.fares.map((x) => h('li', {}, h('span', { class: `swatch sw-${x.fareClass}`, 'aria-hidden': 'true' }), `${titleCase(x.fareClass)} (available)`)),
+      h('li', {}, h('span', { class: 'swatch sw-SELECTED', 'aria-hidden': 'true' }), 'Selected'),
+      h('li', {}, h('span', { class: 'swatch sw-HELD', 'aria-hidden': 'true' }), 'Held'),
+      h('li', {}, h('span', { class: 'swatch sw-SOLD', 'aria-hidden': 'true' }), 'Sold')),
+    h('p', { class: 'muted' }, 'Use the arrow keys to move between seats and Space to choose one.'));
+  if (hasSeats) mapBox.append(map.build(seatMap.seats));
+  map.setClass(fare);
+  showMode();
+  // The map refreshes while it is open, so seats others take turn HELD.
+  every(page, 3000, () => refresh().catch(() => {}));
+}

@@ -1,0 +1,71 @@
+// Formatting: amounts by their currency's minor unit (VND has none, EUR
+// two: Intl knows every ISO 4217 currency), times in a named zone.
+
+const LOCALE = 'en-GB';
+
+export function money(amount, currency) {
+  const f = new Intl.NumberFormat(LOCALE, { style: 'currency', currency, currencyDisplay: 'code' });
+  const digits = f.resolvedOptions().maximumFractionDigits;
+  return f.format(amount / 10 ** digits);
+}
+
+// dateTime formats an instant in zone tz, with the zone's offset.
+export function dateTime(iso, tz) {
+  return new Intl.DateTimeFormat(LOCALE, {
+    timeZone: tz, weekday: 'short', day: 'numeric', month: 'short', year: 'numeric',
+    hour: '2-digit', minute: '2-digit', timeZoneName: 'short',
+  }).format(new Date(iso));
+}
+
+export function timeOnly(iso, tz) {
+  return new Intl.DateTimeFormat(LOCALE, { timeZone: tz, hour: '2-digit', minute: '2-digit' }).format(new Date(iso));
+}
+
+// zoneLabel names a time zone for people: "Ho Chi Minh City time".
+export function zoneLabel(tz, place) {
+  return `${place || tz.split('/').pop().replace(/_/g, ' ')} time`;
+}
+
+// offsetMinutes is tz's offset from UTC at instant ms.
+function offsetMinutes(tz, ms) {
+  const name = new Intl.DateTimeFormat('en-US', { timeZone: tz, timeZoneName: 'longOffset' })
+    .formatToParts(new Date(ms)).find((p) => p.type === 'timeZoneName').value; // "GMT+07:00" or "GMT"
+  const m = /GMT([+-])(\d{2}):(\d{2})/.exec(name);
+  return m ? (m[1] === '-' ? -1 : 1) * (Number(m[2]) * 60 + Number(m[3])) : 0;
+}
+
+function pad(n, w = 2) {
+  return String(Math.abs(n)).padStart(w, '0');
+}
+
+// zonedISO turns a wall-clock time in tz ("2026-12-20T09:00", as a
+// datetime-local input gives it) into RFC 3339 with tz's offset then.
+export function zonedISO(local, tz) {
+  const [d, t = '00:00'] = local.split('T');
+  const [y, mo, da] = d.split('-').map(Number);
+  const [h, mi] = t.split(':').map(Number);
+  const wall = Date.UTC(y, mo - 1, da, h, mi);
+  let off = offsetMinutes(tz, wall);
+  off = offsetMinutes(tz, wall - off * 60000);
+  const sign = off < 0 ? '-' : '+';
+  return `${d}T${pad(h)}:${pad(mi)}:00${sign}${pad(Math.trunc(off / 60))}:${pad(off % 60)}`;
+}
+
+// wallClock is the inverse: an instant as a datetime-local value in tz.
+export function wallClock(ms, tz) {
+  const p = Object.fromEntries(new Intl.DateTimeFormat('en-CA', {
+    timeZone: tz, year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', hourCycle: 'h23',
+  }).formatToParts(new Date(ms)).map((x) => [x.type, x.value]));
+  return `${p.year}-${p.month}-${p.day}T${p.hour}:${p.minute}`;
+}
+
+// countdown renders seconds left as m:ss (or h:mm:ss).
+export function countdown(seconds) {
+  const s = Math.max(0, Math.floor(seconds));
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+  return h ? `${h}:${pad(m)}:${pad(r)}` : `${m}:${pad(r)}`;
+}
+
+export function titleCase(s) {
+  return s.charAt(0) + s.slice(1).toLowerCase().replace(/_/g, ' ');
+}

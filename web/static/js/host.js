@@ -1,0 +1,85 @@
+// Host: my cars, listing a new car, my cars' bookings, and handing cars
+// over and taking them back.
+import { api, claims } from './api.js';
+import { h, slot, field } from './ui.js';
+import { money } from './format.js';
+import { bookingTable } from './bookings.js';
+
+export async function hostPage(page) {
+  page.title('Host');
+  page.main.append(h('h1', {}, 'My cars'));
+  const me = claims();
+  if (!me || (me.role !== 'host' && me.role !== 'admin')) {
+    page.main.append(h('p', {}, 'This page is for hosts. ', h('a', { href: '/app/signin' }, 'Sign in'), ' as a host.'));
+    return;
+  }
+  const errors = slot();
+  const carsBox = h('section', { 'aria-label': 'Cars' });
+  const bookingsBox = h('section', { 'aria-label': 'Bookings of my cars' });
+  const status = h('select', { onchange: () => loadBookings() },
+    ['', 'HELD', 'CONFIRMED', 'ON_TRIP', 'COMPLETED', 'CANCELLED', 'EXPIRED'].map((s) => h('option', { value: s }, s || 'any')));
+
+  async function loadCars() {
+    const r = await api('GET', '/host/cars?limit=100');
+    carsBox.replaceChildren(r.cars.length ? h('table', {},
+      h('thead', {}, h('tr', {}, h('th', {}, 'Car'), h('th', {}, 'Plate'), h('th', { class: 'hide-narrow' }, 'City'), h('th', { class: 'num' }, 'Per day'))),
+      h('tbody', {}, r.cars.map((c) => h('tr', {},
+        h('td', {}, h('a', { href: `/app/cars/${c.id}` }, c.model)), h('td', {}, c.plate), h('td', { class: 'hide-narrow' }, c.city),
+        h('td', { class: 'num' }, money(c.dailyPrice, c.currency)))))) : h('p', {}, 'No cars listed yet.'));
+  }
+
+  async function loadBookings() {
+    const p = new URLSearchParams({ limit: '50' });
+    if (status.value) p.set('status', status.value);
+    const r = await api('GET', `/host/bookings?${p}`);
+    bookingsBox.replaceChildren(r.bookings.length ? bookingTable(r.bookings, actions) : h('p', {}, 'No bookings.'));
+  }
+
+  function actions(b) {
+    const move = (what) => async () => {
+      errors.clear();
+      try {
+        await api('POST', `/bookings/${b.bookingId}/${what}`);
+        await loadBookings();
+      } catch (err) {
+        errors.error(err);
+      }
+    };
+    if (b.status === 'CONFIRMED') return h('button', { type: 'button', dataset: { action: 'pickup', booking: String(b.bookingId) }, onclick: move('pickup') }, 'Hand over');
+    if (b.status === 'ON_TRIP') return h('button', { type: 'button', dataset: { action: 'return', booking: String(b.bookingId) }, onclick: move('return') }, 'Take back');
+    return '';
+  }
+
+  const plate = h('input', { required: true, maxlength: 20, placeholder: '30A-123.45' });
+  const model = h('input', { required: true, maxlength: 100 });
+  const city = h('input', { required: true, value: 'HN', pattern: '[A-Za-z]{2,8}' });
+  const daily = h('input', { type: 'number', required: true, min: 1, value: 800000 });
+  const deposit = h('input', { type: 'number', required: true, min: 0, value: 5000000 });
+  const currency = h('input', { required: true, value: 'VND', pattern: '[A-Za-z]{3}', maxlength: 3 });
+  const turnaround = h('input', { value: '2h', pattern: '[0-9hm]+' });
+  const added = slot();
+  const form = h('form', {
+    class: 'card stack',
+    onsubmit: async (e) => {
+      e.preventDefault();
+      added.clear();
+      try {
+        const c = await api('POST', '/host/cars', {
+          body: { plate: plate.value, model: model.value, city: city.value.toUpperCase(), dailyPrice: Number(daily.value),
+            deposit: Number(deposit.value), currency: currency.value.toUpperCase(), turnaround: turnaround.value },
+        });
+        added.show(h('p', { class: 'notice', role: 'status' }, `Listed ${c.model} (${c.plate}).`));
+        form.reset();
+        await loadCars();
+      } catch (err) {
+        added.error(err);
+      }
+    },
+  }, h('h2', {}, 'List a car'),
+  h('div', { class: 'row' }, field('Plate', plate), field('Model', model), field('City code', city)),
+  h('div', { class: 'row' }, field('Price a day (minor units)', daily), field('Deposit (minor units)', deposit), field('Currency', currency), field('Turnaround', turnaround)),
+  h('button', { type: 'submit' }, 'List the car'), added.el);
+
+  page.main.append(carsBox, form, h('h2', {}, 'Bookings of my cars'), h('div', { class: 'row' }, field('Status', status)), errors.el, bookingsBox);
+  await Promise.all([loadCars(), loadBookings()]);
+}
