@@ -113,17 +113,18 @@ var pageTmpl = template.Must(template.New("checkout").Parse(`<!doctype html>
 <style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}
 .amount{font-size:2rem;margin:1rem 0}button{font-size:1.1rem;padding:.6rem 1.4rem;margin-right:.8rem;cursor:pointer}
 .pay{background:#1f7a3a;color:#fff;border:0}.fail{background:#b3261e;color:#fff;border:0}
-.note{padding:.8rem;background:#eef;border-radius:.3rem}table{border-collapse:collapse}td,th{padding:.2rem .6rem;text-align:left}</style>
+.note{padding:.8rem;background:#eef;border-radius:.3rem}.inline{display:inline}table{border-collapse:collapse}td,th{padding:.2rem .6rem;text-align:left}</style>
 </head><body>
 <h1>paysim checkout</h1>
 {{if .Found}}
 <p>Booking <b>{{.BookingID}}</b>, transaction <code>{{.Txn}}</code></p>
-<p class="amount">{{.Amount}} {{.Currency}}</p>
-{{if .Message}}<p class="note">{{.Message}}</p>{{end}}
+<p class="amount">{{.Amount}}</p>
+{{if .Message}}<p class="note" role="status">{{.Message}}</p>{{end}}
 {{if .Pending}}
-<form method="post" action="{{.Txn}}/pay" style="display:inline"><button class="pay">Pay</button></form>
-<form method="post" action="{{.Txn}}/fail" style="display:inline"><button class="fail">Fail</button></form>
+<form method="post" action="{{.Txn}}/pay" class="inline"><button class="pay">Pay</button></form>
+<form method="post" action="{{.Txn}}/fail" class="inline"><button class="fail">Fail</button></form>
 {{else}}<p>Status: <b>{{.State}}</b></p>{{end}}
+{{if .Back}}<p><a data-back href="{{.Back}}">Back to your booking</a></p>{{end}}
 {{else}}<p>No such charge.</p>{{end}}
 </body></html>`))
 
@@ -132,8 +133,9 @@ func (s *Sim) page(w http.ResponseWriter, txn, msg string) {
 	c, found := s.charges[txn]
 	data := map[string]any{"Found": found, "Txn": txn, "Message": msg}
 	if found {
-		data["BookingID"], data["Amount"], data["Currency"] = c.req.BookingID, c.req.Amount, c.req.Currency
-		data["Pending"], data["State"] = c.state == pending, c.state.String()
+		data["BookingID"], data["Amount"] = c.req.BookingID, formatAmount(c.req.Amount, c.req.Currency)
+		data["Pending"], data["State"] = c.state == pending, chargeStatus(c, s.stats.RefundedAmount[c.txn])
+		data["Back"] = bookingPage(c.req.WebhookURL, c.req.BookingID)
 	}
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -150,21 +152,21 @@ var indexTmpl = template.Must(template.New("index").Parse(`<!doctype html>
 <p>{{.Stats.Charges}} charges ({{.Stats.Succeeded}} succeeded, {{.Stats.Failed}} failed, {{.Stats.Pending}} pending),
 {{.Stats.Refunds}} refunds, {{.Stats.Deliveries}} webhook deliveries.</p>
 <table><tr><th>transaction</th><th>booking</th><th>amount</th><th>status</th></tr>
-{{range .Recent}}<tr><td><a href="checkout/{{.Txn}}">{{.Txn}}</a></td><td>{{.BookingID}}</td><td>{{.Amount}} {{.Currency}}</td><td>{{.State}}</td></tr>
+{{range .Recent}}<tr><td><a href="checkout/{{.Txn}}">{{.Txn}}</a></td><td>{{.BookingID}}</td><td>{{.Amount}}</td><td>{{.State}}</td></tr>
 {{end}}</table></body></html>`))
 
 func (s *Sim) index(w http.ResponseWriter) {
 	st := s.Stats()
 	type row struct {
-		Txn, Currency, State string
-		BookingID, Amount    int64
+		Txn, Amount, State string
+		BookingID          int64
 	}
 	var recent []row
 	s.mu.Lock()
 	for i := len(s.order) - 1; i >= 0 && len(recent) < 50; i-- {
 		c := s.charges[s.order[i]]
-		recent = append(recent, row{Txn: c.txn, BookingID: c.req.BookingID, Amount: c.req.Amount, Currency: c.req.Currency,
-			State: c.state.String()})
+		recent = append(recent, row{Txn: c.txn, BookingID: c.req.BookingID, Amount: formatAmount(c.req.Amount, c.req.Currency),
+			State: chargeStatus(c, s.stats.RefundedAmount[c.txn])})
 	}
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
