@@ -58,6 +58,7 @@ func TestBrowserFlightJourney(t *testing.T) {
 		t.Errorf("checkout shows %q, want 2,400,000 VND (no minor unit)", got)
 	}
 	tb.click(`button.pay`)
+	tb.waitFor("the payment taken", `document.querySelector('.note')?.textContent.includes('Payment succeeded')`)
 	tb.click(`a[data-back]`)
 	tb.waitStatus("CONFIRMED")
 	tb.waitFor("the confirmation among the events", `[...document.querySelectorAll('[data-event]')].map(e => e.dataset.event).join() === 'booking.held,booking.confirmed'`)

@@ -26,3 +26,8 @@ func keys(names ...string) chromedp.Action[chromedp.Void] {
 func markPage() chromedp.Action[chromedp.Void] {
 	return chromedp.Evaluate[chromedp.Void](`window.__berthMark = true`)
 }
+
+// setValue sets an input's value as typing would, firing its events.
+func setValue(sel, v string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(chromedp.SetValue(chromedp.CSS(sel), v))
+}

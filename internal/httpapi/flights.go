@@ -205,6 +205,9 @@ func (s *Server) patchFare(w http.ResponseWriter, r *http.Request, _ booking.Cal
 	if err != nil {
 		return err
 	}
+	// A raised limit puts units back on sale: a sold-out hint must not
+	// turn buyers away until it lapses.
+	s.Guard.Released(r.Context(), id, f.Class, nil)
 	writeJSON(w, http.StatusOK, viewFare(*f, true))
 	return nil
 }
