@@ -70,7 +70,7 @@ func TestBrowserCarBookAndCancel(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	car := e.car(3001, "30A-111.11")
-	day := e.srv.Clock.Now().In(ict).Truncate(24 * time.Hour).AddDate(0, 0, 10)
+	day := e.srv.Clock.Now().In(ict).Truncate(24*time.Hour).AddDate(0, 0, 10)
 	pickup := time.Date(day.Year(), day.Month(), day.Day(), 9, 0, 0, 0, ict)
 	// Someone else has the car two days later, for two days.
 	e.carBooking(3101, car, pickup.AddDate(0, 0, 4), pickup.AddDate(0, 0, 6), false)

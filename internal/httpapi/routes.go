@@ -12,7 +12,7 @@ type Route struct {
 	// pattern that takes every method (a mounted handler such as /paysim/).
 	Method string
 	// Path is the pattern's path, with its {wildcards}; a path ending in
-	// "/" is a subtree.
+	// "/" (other than "/" itself, the exact root) is a subtree.
 	Path string
 	// Roles are the roles a bearer token needs; nil for a route without
 	// authentication (public, or signed like the payment webhook).
@@ -21,10 +21,14 @@ type Route struct {
 
 // Pattern returns r as written on the mux: "GET /flights/{id}".
 func (r Route) Pattern() string {
-	if r.Method == "" {
-		return r.Path
+	path := r.Path
+	if path == "/" {
+		path = "/{$}"
 	}
-	return r.Method + " " + r.Path
+	if r.Method == "" {
+		return path
+	}
+	return r.Method + " " + path
 }
 
 // Routes returns every route the server serves, sorted by path then
@@ -71,6 +75,11 @@ func (m *routeMux) remember(pattern string) {
 	r := Route{Path: pattern}
 	if method, path, ok := strings.Cut(pattern, " "); ok {
 		r.Method, r.Path = method, strings.TrimSpace(path)
+	}
+	// "{$}" only tells the mux that "/" is exact, not a subtree; the
+	// route's path is "/".
+	if r.Path == "/{$}" {
+		r.Path = "/"
 	}
 	m.routes = append(m.routes, r)
 }

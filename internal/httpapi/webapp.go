@@ -24,8 +24,8 @@ import (
 func (s *Server) webRoutes() {
 	s.assets = loadAssets()
 	s.handle("GET /{$}", public, s.appShell)
-	s.handle("GET /app/{rest...}", public, s.appShell)
-	s.handle("GET /assets/{file...}", public, s.asset)
+	s.handle("GET /app/", public, s.appShell)
+	s.handle("GET /assets/", public, s.asset)
 	if s.Dev {
 		s.handle("GET /dev/login", public, s.devLogin)
 	}
@@ -105,7 +105,7 @@ func (s *Server) appShell(w http.ResponseWriter, r *http.Request, _ booking.Call
 }
 
 func (s *Server) asset(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
-	name := r.PathValue("file")
+	name := strings.TrimPrefix(r.URL.Path, "/assets/")
 	if name == "index.html" || name == "" {
 		return fault.New(fault.NotFound, "no such resource: %s", r.URL.Path)
 	}
