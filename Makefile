@@ -3,7 +3,7 @@ GO ?= go
 GOLANGCI_VERSION := v2.15.0
 BIN := $(CURDIR)/.bin
 
-.PHONY: run test lint vet build bench clean
+.PHONY: run test lint vet build bench clean screenshots
 
 ## run: a local stack with demo data (private PostgreSQL when BERTH_DATABASE_URL is unset)
 run:
@@ -12,6 +12,10 @@ run:
 ## test: the whole test suite with -race, against real PostgreSQL and Redis
 test:
 	./scripts/testenv.sh $(GO) test -race -count=1 -timeout 20m ./...
+
+## screenshots: the README's pictures (docs/img), made by the browser tests
+screenshots:
+	BERTH_SCREENSHOTS=$(CURDIR)/docs/img ./scripts/testenv.sh $(GO) test -count=1 -run 'TestBrowser' ./web/
 
 ## build: the berth binary in ./.bin
 build:

@@ -24,7 +24,7 @@ import (
 func dev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	dir := fs.String("dir", ".berth", "project-local folder for the private database and secrets")
-	pgPort := fs.Int("pg-port", 54329, "port of the private PostgreSQL (loopback only)")
+	pgPort := fs.Int("pg-port", 0, "port of the private PostgreSQL (loopback only; default: one derived from --dir, so that each checkout has its own)")
 	addr := fs.String("http-addr", "127.0.0.1:8080", "listen address")
 	days := fs.Int("days", 3, "days of demo schedule")
 	flights := fs.Int("flights", 300, "demo flights per day")
@@ -36,13 +36,36 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("dev secrets: %w", err)
 	}
+	// A person trying berth out makes more than three holds in a quarter
+	// of an hour, and one browser loads pages faster than an API client:
+	// development limits are generous (the environment still wins).
 	env := map[string]string{
 		"BERTH_HTTP_ADDR":      *addr,
 		"BERTH_AUTH_SECRET":    secrets.Auth,
 		"BERTH_WEBHOOK_SECRET": secrets.Webhook,
+		"BERTH_HOLD_LIMIT":     "100/15m",
+		"BERTH_REQUEST_LIMIT":  "1000/1s",
 	}
+	httpAddr := getenv("BERTH_HTTP_ADDR")
+	if httpAddr == "" {
+		httpAddr = *addr
+	}
+	// Take the port first: finding it taken after a minute of seeding
+	// would waste the minute.
+	ln, err := net.Listen("tcp", httpAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w\n(another berth, perhaps from another checkout, runs there: stop it, or choose another "+
+			"address, e.g. BERTH_HTTP_ADDR=127.0.0.1:8081 make run)", httpAddr, err)
+	}
+	defer ln.Close()
 	if getenv("BERTH_DATABASE_URL") == "" {
-		p, err := devenv.StartPostgres(ctx, filepath.Join(*dir, "pg"), *pgPort, stderr)
+		port := *pgPort
+		if port == 0 {
+			if port, err = devenv.PortFor(*dir); err != nil {
+				return err
+			}
+		}
+		p, err := devenv.StartPostgres(ctx, filepath.Join(*dir, "pg"), port, stderr)
 		if err != nil {
 			return err
 		}
@@ -67,7 +90,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	cfg.Migrate = true
 	log := newLogger(stderr, cfg.LogLevel)
-	a, err := app.New(ctx, cfg, app.Options{Log: log})
+	a, err := app.New(ctx, cfg, app.Options{Log: log, Dev: true})
 	if err != nil {
 		return err
 	}
@@ -84,10 +107,6 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if _, _, err := seed.LoadCars(ctx, a.Pool, sc); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-	}
 	printWelcome(stdout, "http://"+ln.Addr().String(), []byte(cfg.AuthSecret), now, a)
 	return a.Run(ctx, ln)
 }
@@ -103,8 +122,10 @@ func printWelcome(w io.Writer, base string, secret []byte, now time.Time, a *app
 	var from, to string
 	var date time.Time
 	var id int64
+	// An example that departs days from now, not minutes: one to hold,
+	// pay and still cancel with a full refund.
 	_ = a.Pool.QueryRow(context.Background(), `SELECT origin, destination, departure_date, id FROM flight
-		WHERE departure_at > $1 ORDER BY departure_at LIMIT 1`, now).Scan(&from, &to, &date, &id)
+		WHERE departure_at > $1 ORDER BY departure_at < $1 + interval '2 days', departure_at LIMIT 1`, now).Scan(&from, &to, &date, &id)
 	ict := time.FixedZone("", 7*3600)
 	pickup := time.Date(now.Year(), now.Month(), now.Day()+100, 9, 0, 0, 0, ict)
 	fmt.Fprintf(w, `
@@ -125,7 +146,13 @@ Try:
        -d '{"carId": <id from the search>, "from": "%[9]s", "to": "%[10]s"}'
   Pay a hold: POST /bookings/{id}/payments (Idempotency-Key) and open the checkoutUrl it returns.
 
+More users: berth token --role customer --sub 1002 (with BERTH_AUTH_SECRET from .berth/secrets.json),
+or in a browser %[1]s/dev/login?role=customer&sub=1002 (any role, any id).
+
 Stop with Ctrl-C. Data stays in .berth/ (delete it to start afresh).
+
+The web app, signed in as demo customer 1001 (host: role=host&sub=2001, admin: role=admin&sub=1):
+  %[1]s/dev/login?role=customer&sub=1001&next=/app/flights/%[8]d
 `, base, tok(auth.Customer, 1001), tok(auth.Host, 2001), tok(auth.Admin, 1), from, to, date.Format(time.DateOnly), id,
 		pickup.Format(time.RFC3339), pickup.Add(72*time.Hour).Format(time.RFC3339),
 		url.QueryEscape(pickup.Format(time.RFC3339)), url.QueryEscape(pickup.Add(72*time.Hour).Format(time.RFC3339)))

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"os"
@@ -18,6 +19,8 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,6 +72,12 @@ func StartPostgres(ctx context.Context, dir string, port int, log io.Writer) (*P
 		}
 	}
 	if p.answers() {
+		// Only our own cluster may be reused: another checkout's has other
+		// data and was made with other secrets.
+		if !p.ours() {
+			return nil, fmt.Errorf("port %d already has a PostgreSQL that is not the one in %s (another checkout's `make run`?): "+
+				"stop it, or give this one another port with --pg-port", port, data)
+		}
 		fmt.Fprintf(log, "dev: PostgreSQL already running on 127.0.0.1:%d\n", port)
 		return p, nil
 	}
@@ -101,6 +110,35 @@ func (p *Postgres) EnsureDatabase(ctx context.Context, name string) error {
 		_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 	}
 	return err
+}
+
+// ours reports whether the server on p.Port is the cluster in p.Dir: its
+// postmaster.pid names that port (its fourth line) and a live process.
+func (p *Postgres) ours() bool {
+	b, err := os.ReadFile(filepath.Join(p.Dir, "data", "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 4 || strings.TrimSpace(lines[3]) != strconv.Itoa(p.Port) {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(lines[0]))
+	return err == nil && syscall.Kill(pid, 0) == nil
+}
+
+// PortFor returns the private PostgreSQL's port for the folder dir: one of
+// 600 ports from 54330 picked by the folder's absolute path, so that two
+// checkouts on one machine do not meet on one port (and so in one
+// database).
+func PortFor(dir string) (int, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return 0, err
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(abs))
+	return 54330 + int(h.Sum32()%600), nil
 }
 
 func (p *Postgres) answers() bool {

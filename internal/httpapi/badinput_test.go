@@ -105,7 +105,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"unknown flight seat map", apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/flights/%d/seats", flightID+1000)}, 404, "not_found", ""},
 		{"unknown route", apptest.Request{Method: http.MethodGet, Path: "/nowhere"}, 404, "not_found", ""},
 		{"wrong method", apptest.Request{Method: http.MethodPut, Path: "/bookings", Token: alice}, 405, "method_not_allowed", ""},
-		{"search without date", apptest.Request{Method: http.MethodGet, Path: "/flights?from=SGN&to=HAN"}, 422, "validation_failed", "date"},
+		{"search with an empty date", apptest.Request{Method: http.MethodGet, Path: "/flights?from=SGN&to=HAN&date="}, 422, "validation_failed", "date"},
 		{"search with a bad airport", apptest.Request{Method: http.MethodGet, Path: "/flights?from=SG&to=HAN&date=2026-12-03"}, 422, "validation_failed", "from"},
 		{"search in the past", apptest.Request{Method: http.MethodGet, Path: "/flights?from=SGN&to=HAN&date=2020-01-01"}, 422, "validation_failed", "date"},
 		{"bookings limit over 100", apptest.Request{Method: http.MethodGet, Path: "/bookings?limit=101", Token: alice}, 422, "validation_failed", "limit"},
