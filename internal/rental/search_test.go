@@ -235,7 +235,7 @@ func TestListAndGetCars(t *testing.T) {
 	}
 
 	g := e.s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/cars/%d", id)})
-	want := fmt.Sprintf(`{"id":%d,"model":"VinFast VF 8","city":"HCM","dailyPrice":1500000,"deposit":10000000,"currency":"VND","turnaround":"1h30m"}`+"\n", id)
+	want := fmt.Sprintf(`{"id":%d,"model":"VinFast VF 8","city":"HCM","dailyPrice":1500000,"deposit":10000000,"currency":"VND","turnaround":"1h30m","timeZone":"Asia/Ho_Chi_Minh"}`+"\n", id)
 	if g.Status != http.StatusOK || string(g.Body) != want {
 		t.Errorf("GET /cars/%d: %d %s, want %s", id, g.Status, g.Body, want)
 	}
