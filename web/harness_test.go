@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +39,19 @@ var shared struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if path := os.Getenv("BERTH_AXE_REPORT"); path != "" {
+		var lines []string
+		axeResults.Range(func(k, v any) bool {
+			found := strings.Join(v.([]string), ", ")
+			if found == "" {
+				found = "no violation"
+			}
+			lines = append(lines, fmt.Sprintf("%s: %s", k, found))
+			return true
+		})
+		slices.Sort(lines)
+		_ = os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	}
 	if shared.cancel != nil {
 		shared.cancel()
 	}
@@ -257,8 +271,8 @@ var axeSource = func() string {
 	return string(b)
 }()
 
-// axeResults records, per page, what axe found, for the closing report
-// (BERTH_AXE_REPORT=file writes it).
+// axeResults records, per page, what axe found (BERTH_AXE_REPORT=file
+// writes the list when the tests end).
 var axeResults sync.Map
 
 // check runs the checks every page must pass: axe reports no serious or
