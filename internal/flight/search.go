@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // SearchWindow is how far ahead a search without a date looks.
@@ -27,21 +28,8 @@ func (s *Service) Search(ctx context.Context, from, to string, date time.Time) (
 	}
 	key := from + "|" + to + "|" + first.Format(time.DateOnly) + "|" + last.Format(time.DateOnly)
 	all, err := s.searches.Get(ctx, key, func(ctx context.Context) ([]*Flight, error) {
-		rows, err := s.reads.Query(ctx, `SELECT `+flightColumns+` FROM flight f
-			JOIN airport o ON o.code = f.origin JOIN airport d ON d.code = f.destination
-			WHERE f.origin = $1 AND f.destination = $2 AND f.departure_date BETWEEN $3 AND $4
+		return queryFlights(ctx, s.reads, `WHERE f.origin = $1 AND f.destination = $2 AND f.departure_date BETWEEN $3 AND $4
 			ORDER BY f.departure_at, f.id LIMIT 500`, from, to, first, last)
-		if err != nil {
-			return nil, fmt.Errorf("search flights: %w", err)
-		}
-		flights, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Flight, error) { return scanFlight(r) })
-		if err != nil {
-			return nil, fmt.Errorf("search flights: %w", err)
-		}
-		if err := loadFares(ctx, s.reads, flights); err != nil {
-			return nil, err
-		}
-		return flights, nil
 	})
 	if err != nil {
 		return nil, err
@@ -101,19 +89,24 @@ func (s *Service) List(ctx context.Context, q ListQuery) ([]*Flight, error) {
 	if !q.Date.IsZero() {
 		date = &q.Date
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+flightColumns+` FROM flight f
-		JOIN airport o ON o.code = f.origin JOIN airport d ON d.code = f.destination
-		WHERE ($1 = '' OR f.origin = $1) AND ($2 = '' OR f.destination = $2)
+	return queryFlights(ctx, s.pool, `WHERE ($1 = '' OR f.origin = $1) AND ($2 = '' OR f.destination = $2)
 		  AND CASE WHEN $3::date IS NULL THEN f.departure_at > $4 ELSE f.departure_date = $3 END
 		ORDER BY f.departure_at, f.id LIMIT $5`, q.From, q.To, date, s.clock.Now(), q.Limit)
+}
+
+// queryFlights returns the flights that where (a WHERE clause on flight f,
+// with its ORDER BY and LIMIT) selects, with their fares.
+func queryFlights(ctx context.Context, db *pgxpool.Pool, where string, args ...any) ([]*Flight, error) {
+	rows, err := db.Query(ctx, `SELECT `+flightColumns+` FROM flight f
+		JOIN airport o ON o.code = f.origin JOIN airport d ON d.code = f.destination `+where, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list flights: %w", err)
+		return nil, fmt.Errorf("query flights: %w", err)
 	}
 	flights, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Flight, error) { return scanFlight(r) })
 	if err != nil {
-		return nil, fmt.Errorf("list flights: %w", err)
+		return nil, fmt.Errorf("query flights: %w", err)
 	}
-	if err := loadFares(ctx, s.pool, flights); err != nil {
+	if err := loadFares(ctx, db, flights); err != nil {
 		return nil, err
 	}
 	return flights, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -111,33 +112,48 @@ func (s *Server) searchCars(w http.ResponseWriter, r *http.Request, _ booking.Ca
 	if sq.To, err = parseTime("to", q.Get("to")); err != nil {
 		return err
 	}
-	if v := q.Get("limit"); v != "" {
-		if sq.Limit, err = strconv.Atoi(v); err != nil || sq.Limit < 1 {
-			return fault.Invalid("limit", "must be between 1 and %d", rental.MaxSearchLimit)
-		}
-	}
-	if v := q.Get("after"); v != "" {
-		if sq.After, err = strconv.ParseInt(v, 10, 64); err != nil || sq.After < 0 {
-			return fault.Invalid("after", "must be a car id")
-		}
+	if sq.Limit, sq.After, err = carPageOf(q); err != nil {
+		return err
 	}
 	res, err := s.Cars.Search(r.Context(), sq)
 	if err != nil {
 		return err
 	}
+	w.Header().Set("Cache-Control", "public, max-age=30")
+	s.writeCars(w, r, res, false)
+	return nil
+}
+
+// carPageOf reads a page of cars: ?limit= (0 when absent: the default)
+// and ?after= (the last car id of the previous page).
+func carPageOf(q url.Values) (limit int, after int64, err error) {
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > rental.MaxSearchLimit {
+			return 0, 0, fault.Invalid("limit", "must be between 1 and %d", rental.MaxSearchLimit)
+		}
+	}
+	if v := q.Get("after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
+			return 0, 0, fault.Invalid("after", "must be a car id")
+		}
+	}
+	return limit, after, nil
+}
+
+// writeCars answers 200 with a page of cars, and nextAfter while a next
+// page may hold more.
+func (s *Server) writeCars(w http.ResponseWriter, r *http.Request, res *rental.SearchResult, host bool) {
 	out := struct {
 		Cars      []carView `json:"cars"`
 		NextAfter int64     `json:"nextAfter,omitempty"`
 	}{Cars: make([]carView, 0, len(res.Cars))}
 	for _, c := range res.Cars {
-		out.Cars = append(out.Cars, s.viewCar(r.Context(), c, false))
+		out.Cars = append(out.Cars, s.viewCar(r.Context(), c, host))
 	}
 	if res.More {
 		out.NextAfter = res.Cars[len(res.Cars)-1].ID
 	}
-	w.Header().Set("Cache-Control", "public, max-age=30")
 	writeJSON(w, http.StatusOK, out)
-	return nil
 }
 
 // carCalendar answers GET /cars/{id}/calendar?from=&to= with the busy

@@ -62,35 +62,19 @@ func (s *Server) cities(w http.ResponseWriter, r *http.Request, _ booking.Caller
 // hostCars answers GET /host/cars: a host's own cars (an admin's: all), a
 // page at a time like GET /cars (limit, after, nextAfter).
 func (s *Server) hostCars(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
-	q := r.URL.Query()
-	limit, after := rental.DefaultSearchLimit, int64(0)
-	var err error
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > rental.MaxSearchLimit {
-			return fault.Invalid("limit", "must be between 1 and %d", rental.MaxSearchLimit)
-		}
+	limit, after, err := carPageOf(r.URL.Query())
+	if err != nil {
+		return err
 	}
-	if v := q.Get("after"); v != "" {
-		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
-			return fault.Invalid("after", "must be a car id")
-		}
+	if limit == 0 {
+		limit = rental.DefaultSearchLimit
 	}
 	res, err := s.Cars.HostCars(r.Context(), c, limit, after)
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Cars      []carView `json:"cars"`
-		NextAfter int64     `json:"nextAfter,omitempty"`
-	}{Cars: make([]carView, 0, len(res.Cars))}
-	for _, car := range res.Cars {
-		out.Cars = append(out.Cars, s.viewCar(r.Context(), car, true))
-	}
-	if res.More {
-		out.NextAfter = res.Cars[len(res.Cars)-1].ID
-	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, out)
+	s.writeCars(w, r, res, true)
 	return nil
 }
 
