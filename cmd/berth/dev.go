@@ -57,7 +57,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("listen on %s: %w\n(another berth, perhaps from another checkout, runs there: stop it, or choose another "+
 			"address, e.g. BERTH_HTTP_ADDR=127.0.0.1:8081 make run)", httpAddr, err)
 	}
-	defer ln.Close()
+	// Closed by a.Run when it serves; here only when set-up fails first.
+	defer func() { _ = ln.Close() }()
 	if getenv("BERTH_DATABASE_URL") == "" {
 		port := *pgPort
 		if port == 0 {
