@@ -82,7 +82,8 @@ func TestStartPaymentAndCheckout(t *testing.T) {
 
 	// A person clicks Pay on the checkout page.
 	page := apptest.Do(t, ch.CheckoutURL, apptest.Request{Method: http.MethodGet})
-	if page.Status != http.StatusOK || !strings.Contains(string(page.Body), ">Pay<") || !strings.Contains(string(page.Body), fmt.Sprint(2*price)) {
+	if page.Status != http.StatusOK || !strings.Contains(string(page.Body), ">Pay<") || !strings.Contains(string(page.Body), "3,000,000 VND") ||
+		!strings.Contains(string(page.Body), fmt.Sprintf(`href="%s/app/bookings/%d"`, s.URL, id)) {
 		t.Fatalf("checkout page: %d %s", page.Status, page.Body)
 	}
 	if r := apptest.Do(t, ch.CheckoutURL+"/pay", apptest.Request{Method: http.MethodPost}); r.Status != http.StatusOK {

@@ -91,7 +91,7 @@ func TestSimulatorProtocol(t *testing.T) {
 	}
 	html, _ := io.ReadAll(page.Body)
 	_ = page.Body.Close()
-	if page.StatusCode != http.StatusOK || !strings.Contains(string(html), "1500 VND") {
+	if page.StatusCode != http.StatusOK || !strings.Contains(string(html), "1,500 VND") {
 		t.Errorf("checkout page: %d %s", page.StatusCode, html)
 	}
 	if st, _ := post(t, first["checkoutUrl"].(string)+"/pay", "", ""); st != http.StatusOK {
