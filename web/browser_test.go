@@ -48,7 +48,7 @@ func TestBrowserFlightJourney(t *testing.T) {
 	if ts, err := time.Parse(time.RFC3339Nano, expires); err != nil || ts.Sub(e.srv.Clock.Now()) != 10*time.Minute {
 		t.Errorf("data-hold-expires %q: want the hold's deadline, 10 minutes from the hold", expires)
 	}
-	before := tb.text(".countdown")
+	before := eval[string](tb, `document.querySelector('.countdown').textContent`)
 	tb.waitFor("the countdown to tick", fmt.Sprintf(`document.querySelector('.countdown').textContent !== %q`, before))
 
 	// Pay at the simulator's checkout page, and come back by its link.

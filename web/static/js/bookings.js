@@ -100,13 +100,16 @@ export async function bookingPage(page, id) {
         e.type.startsWith('refund.') && e.data?.amount !== undefined ? ` · ${money(e.data.amount, e.data.currency)}` : ''))));
   }
 
+  // reload redraws only when the booking changed, so that a person's focus
+  // (on the Pay button, say) is not lost to a refresh.
   async function reload() {
-    const before = b.status;
+    const before = b;
     b = await api('GET', `/bookings/${id}`);
+    if (page.left || (b.version === before.version && b.refundStatus === before.refundStatus)) return;
     await loadEvents();
     if (page.left) return;
     draw();
-    if (b.status !== before) announce(`The booking is now ${titleCase(b.status)}.`);
+    if (b.status !== before.status) announce(`The booking is now ${titleCase(b.status)}.`);
   }
 
   async function pay() {
