@@ -62,7 +62,7 @@ func StartPostgres(t testing.TB, o PostgresOptions) *Postgres {
 	initdb := Bin(t, "initdb")
 	p := &Postgres{Port: FreePort(t), dir: dataDir(t, "pg"), opts: o}
 	pgRun(t, initdb, "-D", p.dir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-	t.Cleanup(func() { p.stop("immediate") })
+	t.Cleanup(func() { stopAtCleanup(t, p) })
 	p.Start(t)
 	return p
 }
@@ -75,7 +75,7 @@ func (p *Postgres) StartReplica(t testing.TB) *Postgres {
 	r := &Postgres{Port: FreePort(t), dir: dataDir(t, "replica"), opts: p.opts}
 	pgRun(t, Bin(t, "pg_basebackup"), "-h", "127.0.0.1", "-p", strconv.Itoa(p.Port), "-U", "postgres",
 		"-D", r.dir, "-R", "-X", "stream", "-c", "fast", "--no-sync")
-	t.Cleanup(func() { r.stop("immediate") })
+	t.Cleanup(func() { stopAtCleanup(t, r) })
 	r.Start(t)
 	return r
 }
@@ -115,6 +115,14 @@ func (p *Postgres) Stop(t testing.TB, mode string) {
 	t.Helper()
 	if err := p.stop(mode); err != nil {
 		t.Fatalf("testsvc: stop PostgreSQL on port %d: %v", p.Port, err)
+	}
+}
+
+// stopAtCleanup stops p when its test ends; a server that will not stop is
+// reported, since it would hold its port and data directory.
+func stopAtCleanup(t testing.TB, p *Postgres) {
+	if err := p.stop("immediate"); err != nil {
+		t.Errorf("testsvc: %v", err)
 	}
 }
 
@@ -237,8 +245,11 @@ func FreePort(t testing.TB) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	port := ln.Addr().(*net.TCPAddr).Port
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return port
 }
 
 // WaitReachable waits up to d for something to accept TCP connections at

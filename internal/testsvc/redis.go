@@ -59,7 +59,8 @@ func (r *Redis) Start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer log.Close()
+	// The child holds its own copy of the descriptor; ours is only closed.
+	defer func() { _ = log.Close() }()
 	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(r.Port),
 		"--save", "", "--appendonly", "no", "--dir", r.dir)
 	cmd.Stdout, cmd.Stderr = log, log

@@ -2,6 +2,7 @@ package testsvc_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -74,7 +75,7 @@ func TestRedisKillAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := redis.NewClient(opts)
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestRedisKillAndRestart(t *testing.T) {
 		t.Fatal("a killed Redis answered")
 	}
 	r.Start(t)
-	if err := c.Get(ctx, "k").Err(); err != redis.Nil {
+	if err := c.Get(ctx, "k").Err(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("after a restart the key should be gone, got %v", err)
 	}
 }
