@@ -197,17 +197,22 @@ func TestInProcessEventsSurviveServeCrashAndRestart(t *testing.T) {
 	<-killed
 	startBerth(t, "serve", e.url, hookEnv...)
 	e.waitNotified(t, rcv, 2*time.Minute)
-	// Consumers take an event each at their own pace: the notifications
-	// being done does not mean the tickets are. In process, an event is
-	// published once every consumer has it.
-	eventually(t, time.Minute, "events left unpublished", func() bool {
+	e.waitPublished(t, time.Minute)
+	e.checkTickets(t)
+}
+
+// waitPublished waits until no event is left unpublished. Consumers take
+// events at their own pace: the notifications being done does not mean the
+// tickets are, and an event is published once every consumer has it.
+func (e *env) waitPublished(t testing.TB, within time.Duration) {
+	t.Helper()
+	eventually(t, within, "events left unpublished", func() bool {
 		var left int
 		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&left); err != nil {
 			t.Fatal(err)
 		}
 		return left == 0
 	})
-	e.checkTickets(t)
 }
 
 // waitNotified waits until every booking event was notified on every
@@ -291,5 +296,6 @@ func TestWorkerRunsEventsForAServeWithout(t *testing.T) {
 	}
 	startBerth(t, "worker", e.url, hookEnv...)
 	e.waitNotified(t, rcv, time.Minute)
+	e.waitPublished(t, time.Minute)
 	e.checkTickets(t)
 }
