@@ -30,6 +30,8 @@ Commands:
   dev       run a local stack: private PostgreSQL, migrations, demo data, serve
   audit     check the invariants against a database; exit 1 on any violation
   bench     load-test berth in this process, bare and protected, side by side
+  version   print the version and commit this binary was built from
+  probe     ask a running berth's /healthz (or --url); exit 0 when it answers 2xx
 
 Settings come from BERTH_* environment variables (see README.md); each
 command's flags override them: berth <command> -h lists them.
@@ -88,6 +90,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return auditCmd(ctx, rest, getenv, stdout)
 	case "bench":
 		return benchCmd(ctx, rest, getenv, stdout, stderr)
+	case "version", "--version":
+		return versionCmd(stdout)
+	case "probe":
+		return probe(ctx, rest, getenv, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
