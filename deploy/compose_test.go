@@ -184,6 +184,13 @@ func TestComposeBerthServices(t *testing.T) {
 				if len(cfg.KafkaBrokers) == 0 {
 					t.Errorf("%s: the worker has no Kafka brokers; the stack's events would stay in one process", name)
 				}
+				// The refunds consumer gives the gateway a webhook URL; the
+				// worker serves no API, so it must be told where the API is.
+				if cfg.PublicURL == "" {
+					t.Errorf("%s: no BERTH_PUBLIC_URL; refunds would fail", name)
+				} else {
+					checkHost(t, c, name, cfg.PublicURL)
+				}
 			}
 		case "migrate":
 			if s.Environment["BERTH_DATABASE_URL"] == "" {

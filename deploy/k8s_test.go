@@ -115,8 +115,12 @@ func TestKubernetesDeployments(t *testing.T) {
 		env := podEnv(t, name, m, c, secret)
 		cmd := args[0].(string)
 		if cmd == "serve" || cmd == "worker" {
-			if _, err := config.Load(nil, func(k string) string { return env[k] }); err != nil {
+			cfg, err := config.Load(nil, func(k string) string { return env[k] })
+			if err != nil {
 				t.Errorf("%s: berth %s would refuse its settings: %v", name, cmd, err)
+			}
+			if cmd == "worker" && cfg.PublicURL == "" {
+				t.Errorf("%s: no BERTH_PUBLIC_URL; the refunds consumer cannot tell the gateway where its webhooks go", name)
 			}
 		} else if env["BERTH_DATABASE_URL"] == "" {
 			t.Errorf("%s: no BERTH_DATABASE_URL", name)
