@@ -190,6 +190,17 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 	return ready, nil
 }
 
+// runAudit starts the periodic audit when BERTH_AUDIT_INTERVAL is set.
+func (a *App) runAudit(ctx context.Context, wg *sync.WaitGroup) {
+	if a.Config.AuditInterval <= 0 {
+		return
+	}
+	p := audit.NewPeriodic(a.Pool, a.Clock.Now, audit.Options{
+		SweepInterval: a.Config.SweepInterval, EventRetention: a.Config.Events.Retention,
+	}, a.Config.AuditInterval, a.Log, a.Registry)
+	wg.Go(func() { p.Run(ctx) })
+}
+
 // Close releases the database pools and Redis.
 func (a *App) Close() {
 	a.Pool.Close()
@@ -230,6 +241,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	if a.Config.Protect {
 		wg.Go(func() { a.Guard.Room.Run(workers) })
 	}
+	a.runAudit(workers, &wg)
 	a.runPayments(workers, &wg, ln.Addr())
 
 	if a.Config.Protect {

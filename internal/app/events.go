@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -78,8 +79,11 @@ func (a *App) RunWorker(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- srv.Serve(ln) }()
 	a.Log.Info("worker listening", "addr", ln.Addr().String())
 	done := make(chan struct{})
+	var wg sync.WaitGroup
+	a.runAudit(ctx, &wg)
 	go func() {
 		a.Events.Run(ctx)
+		wg.Wait()
 		close(done)
 	}()
 	var err error

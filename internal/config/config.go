@@ -56,6 +56,10 @@ type Config struct {
 	// a slot of its route's concurrency limit before it is answered 503
 	// overloaded instead of queueing.
 	ShedWait time.Duration
+	// AuditInterval is how often serve and worker check the invariants
+	// and export berth_audit_violations (0 turns it off). Processes that
+	// share a database audit once per interval between them.
+	AuditInterval time.Duration
 }
 
 // Rate is a count per window, written "3/15m"; the zero Rate, written
@@ -163,6 +167,7 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 		"BERTH_CAR_HOLD_TTL":    &c.CarHoldTTL,
 		"BERTH_SWEEP_INTERVAL":  &c.SweepInterval,
 		"BERTH_SHED_WAIT":       &c.ShedWait,
+		"BERTH_AUDIT_INTERVAL":  &c.AuditInterval,
 	}
 	if err := envVars(getenv, durations, time.ParseDuration, "a duration like 10m"); err != nil {
 		return err
@@ -233,6 +238,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.Var(&c.HoldLimit, "hold-limit", "holds per customer per window, or off (BERTH_HOLD_LIMIT)")
 	fs.Var(&c.RequestLimit, "request-limit", "requests per client per window on every route, or off (BERTH_REQUEST_LIMIT)")
 	fs.DurationVar(&c.ShedWait, "shed-wait", c.ShedWait, "longest wait for a database connection before 503 overloaded (BERTH_SHED_WAIT)")
+	fs.DurationVar(&c.AuditInterval, "audit-interval", c.AuditInterval, "how often the invariants are audited and exported as berth_audit_violations, 0 for never (BERTH_AUDIT_INTERVAL)")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "database pool size (BERTH_DB_MAX_CONNS)")
 	fs.IntVar(&c.DBMinConns, "db-min-conns", c.DBMinConns, "connections kept open when idle, at most the pool size (BERTH_DB_MIN_CONNS)")
 	fs.IntVar(&c.FareBuckets, "fare-buckets", c.FareBuckets, "counter rows per new fare class (BERTH_FARE_BUCKETS)")
@@ -279,6 +285,9 @@ func (c *Config) Validate() error {
 		if d < time.Second || d > 24*time.Hour {
 			bad(name, "%s must be between 1s and 24h", d)
 		}
+	}
+	if c.AuditInterval != 0 && c.AuditInterval < time.Minute {
+		bad("BERTH_AUDIT_INTERVAL", "%s must be 0 (off) or at least 1m: an audit reads every live booking", c.AuditInterval)
 	}
 	if c.ShedWait < time.Millisecond || c.ShedWait > 10*time.Second {
 		bad("BERTH_SHED_WAIT", "%s must be between 1ms and 10s", c.ShedWait)
