@@ -34,3 +34,6 @@ done
 "$kubeconform" -strict -summary \
   -schema-location "$PWD/deploy/k8s/schemas/{{ .ResourceKind }}{{ .KindSuffix }}.json" \
   "$out"/*.yaml deploy/k8s/base/secret.example.yaml
+# Alert rules with Prometheus's rule parser (as promtool check rules), and
+# the dashboard's PromQL; deploy/monitoring/rulecheck pins the version.
+(cd deploy/monitoring/rulecheck && go run . --dashboard ../dashboard.json ../alerts.yaml)
