@@ -77,10 +77,10 @@ type App struct {
 	Payments *payment.Service
 	Refunds  *payment.Refunds
 	PaySim   *paysim.Sim
-	// ReadPool serves searches and seat maps when BERTH_DATABASE_READ_URL
-	// is set (else nil); Guard is the surge layers.
-	ReadPool *pgxpool.Pool
-	Guard    *guard.Guard
+	// Replica serves searches and seat maps when BERTH_DATABASE_READ_URL
+	// is set and it is current (else nil); Guard is the surge layers.
+	Replica *pg.Replica
+	Guard   *guard.Guard
 }
 
 // New connects to the database (migrating it first when cfg.Migrate is set)
@@ -128,7 +128,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	a.Flights = flight.NewService(pool, o.Clock, flight.Config{
 		HoldTTL: cfg.FlightHoldTTL, SeatMapTTL: o.SeatMapTTL, SearchTTL: 3 * time.Second,
 		Buckets: cfg.FareBuckets, Coalesce: cfg.Protect, MaxBatch: cfg.HoldBatch, QueueWait: cfg.ShedWait,
-		Log: o.Log, Registry: o.Registry, ReadPool: a.ReadPool,
+		Log: o.Log, Registry: o.Registry, Reads: a.reads(),
 	})
 	a.Life = booking.NewLifecycle(o.Clock, map[booking.Kind]booking.Inventory{
 		booking.KindFlight: a.Flights.Inventory(),
@@ -163,12 +163,20 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 	cfg := a.Config
 	ready := map[string]func(context.Context) error{}
 	if cfg.DatabaseReadURL != "" {
-		rp, err := pg.Open(ctx, cfg.DatabaseReadURL, pc)
+		// The replica is optional: berth starts, and reads from the primary,
+		// while it is down or behind; /readyz says so without failing.
+		rp, err := pg.NewReplica(ctx, a.Pool, cfg.DatabaseReadURL, pc, pg.ReplicaConfig{MaxLag: cfg.ReadMaxLag, Log: o.Log})
 		if err != nil {
-			return nil, fmt.Errorf("read-only database: %w", err)
+			return nil, err
 		}
-		a.ReadPool = rp
-		ready["databaseRead"] = rp.Ping
+		a.Replica = rp
+		rp.Tick(ctx)
+		ready["databaseRead"] = func(ctx context.Context) error {
+			if err := rp.Check(ctx); err != nil {
+				return fmt.Errorf("%w: %w", httpapi.ErrDegraded, err)
+			}
+			return nil
+		}
 	}
 	var rdb *guard.Redis
 	if cfg.Protect {
@@ -190,6 +198,15 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 	return ready, nil
 }
 
+// reads is where searches and seat maps read: the replica while it is
+// current, else the primary (nil: always the primary).
+func (a *App) reads() func() *pgxpool.Pool {
+	if a.Replica == nil {
+		return nil
+	}
+	return a.Replica.Reads
+}
+
 // runAudit starts the periodic audit when BERTH_AUDIT_INTERVAL is set.
 func (a *App) runAudit(ctx context.Context, wg *sync.WaitGroup) {
 	if a.Config.AuditInterval <= 0 {
@@ -204,8 +221,8 @@ func (a *App) runAudit(ctx context.Context, wg *sync.WaitGroup) {
 // Close releases the database pools and Redis.
 func (a *App) Close() {
 	a.Pool.Close()
-	if a.ReadPool != nil {
-		a.ReadPool.Close()
+	if a.Replica != nil {
+		a.Replica.Close()
 	}
 	if a.Guard != nil && a.Guard.Redis != nil {
 		_ = a.Guard.Redis.Close()
@@ -242,6 +259,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		wg.Go(func() { a.Guard.Room.Run(workers) })
 	}
 	a.runAudit(workers, &wg)
+	if a.Replica != nil {
+		wg.Go(func() { a.Replica.Run(workers) })
+	}
 	a.runPayments(workers, &wg, ln.Addr())
 
 	if a.Config.Protect {

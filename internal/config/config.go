@@ -60,6 +60,9 @@ type Config struct {
 	// and export berth_audit_violations (0 turns it off). Processes that
 	// share a database audit once per interval between them.
 	AuditInterval time.Duration
+	// ReadMaxLag is how far the read replica may lag before searches and
+	// seat maps read from the primary instead.
+	ReadMaxLag time.Duration
 }
 
 // Rate is a count per window, written "3/15m"; the zero Rate, written
@@ -117,6 +120,7 @@ func Defaults() Config {
 		HoldLimit:     Rate{N: 3, Window: 15 * time.Minute},
 		RequestLimit:  Rate{N: 100, Window: time.Second},
 		ShedWait:      150 * time.Millisecond,
+		ReadMaxLag:    5 * time.Second,
 		DBMaxConns:    20,
 		DBMinConns:    10,
 		LogLevel:      "info",
@@ -168,6 +172,7 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 		"BERTH_SWEEP_INTERVAL":  &c.SweepInterval,
 		"BERTH_SHED_WAIT":       &c.ShedWait,
 		"BERTH_AUDIT_INTERVAL":  &c.AuditInterval,
+		"BERTH_READ_MAX_LAG":    &c.ReadMaxLag,
 	}
 	if err := envVars(getenv, durations, time.ParseDuration, "a duration like 10m"); err != nil {
 		return err
@@ -238,6 +243,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.Var(&c.HoldLimit, "hold-limit", "holds per customer per window, or off (BERTH_HOLD_LIMIT)")
 	fs.Var(&c.RequestLimit, "request-limit", "requests per client per window on every route, or off (BERTH_REQUEST_LIMIT)")
 	fs.DurationVar(&c.ShedWait, "shed-wait", c.ShedWait, "longest wait for a database connection before 503 overloaded (BERTH_SHED_WAIT)")
+	fs.DurationVar(&c.ReadMaxLag, "read-max-lag", c.ReadMaxLag, "how far the read replica may lag before reads go to the primary (BERTH_READ_MAX_LAG)")
 	fs.DurationVar(&c.AuditInterval, "audit-interval", c.AuditInterval, "how often the invariants are audited and exported as berth_audit_violations, 0 for never (BERTH_AUDIT_INTERVAL)")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "database pool size (BERTH_DB_MAX_CONNS)")
 	fs.IntVar(&c.DBMinConns, "db-min-conns", c.DBMinConns, "connections kept open when idle, at most the pool size (BERTH_DB_MIN_CONNS)")
@@ -285,6 +291,9 @@ func (c *Config) Validate() error {
 		if d < time.Second || d > 24*time.Hour {
 			bad(name, "%s must be between 1s and 24h", d)
 		}
+	}
+	if c.ReadMaxLag < 100*time.Millisecond {
+		bad("BERTH_READ_MAX_LAG", "%s must be at least 100ms", c.ReadMaxLag)
 	}
 	if c.AuditInterval != 0 && c.AuditInterval < time.Minute {
 		bad("BERTH_AUDIT_INTERVAL", "%s must be 0 (off) or at least 1m: an audit reads every live booking", c.AuditInterval)

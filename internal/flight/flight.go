@@ -62,7 +62,7 @@ type Service struct {
 	coalescer *coalescer // nil: one transaction per hold
 	// reads serves searches and seat maps: a read-only replica when one is
 	// configured, else pool. They may be a few seconds stale anyway.
-	reads *pgxpool.Pool
+	reads func() *pgxpool.Pool
 
 	seatMaps *guard.Cache[*SeatMap]
 	searches *guard.Cache[[]*Flight]
@@ -92,9 +92,10 @@ type Config struct {
 	QueueWait time.Duration
 	Log       *slog.Logger
 	Registry  prometheus.Registerer
-	// ReadPool, when set, serves searches and seat maps
-	// (BERTH_DATABASE_READ_URL).
-	ReadPool *pgxpool.Pool
+	// Reads, when set, returns the pool searches and seat maps use now:
+	// the read replica (BERTH_DATABASE_READ_URL) while it is current, else
+	// the primary. Holds never read through it.
+	Reads func() *pgxpool.Pool
 }
 
 // NewService returns a flight service on pool.
@@ -114,9 +115,9 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	reads := cfg.ReadPool
+	reads := cfg.Reads
 	if reads == nil {
-		reads = pool
+		reads = func() *pgxpool.Pool { return pool }
 	}
 	s := &Service{
 		pool:     pool,

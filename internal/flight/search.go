@@ -28,7 +28,7 @@ func (s *Service) Search(ctx context.Context, from, to string, date time.Time) (
 	}
 	key := from + "|" + to + "|" + first.Format(time.DateOnly) + "|" + last.Format(time.DateOnly)
 	all, err := s.searches.Get(ctx, key, func(ctx context.Context) ([]*Flight, error) {
-		return queryFlights(ctx, s.reads, `WHERE f.origin = $1 AND f.destination = $2 AND f.departure_date BETWEEN $3 AND $4
+		return queryFlights(ctx, s.reads(), `WHERE f.origin = $1 AND f.destination = $2 AND f.departure_date BETWEEN $3 AND $4
 			ORDER BY f.departure_at, f.id LIMIT 500`, from, to, first, last)
 	})
 	if err != nil {
@@ -57,7 +57,7 @@ type Airport struct {
 // Airports returns every airport, by code. The list changes only when an
 // operator adds one, so callers may cache it.
 func (s *Service) Airports(ctx context.Context) ([]Airport, error) {
-	rows, err := s.reads.Query(ctx, `SELECT code, name, city, country, tz FROM airport ORDER BY code`)
+	rows, err := s.reads().Query(ctx, `SELECT code, name, city, country, tz FROM airport ORDER BY code`)
 	if err != nil {
 		return nil, fmt.Errorf("list airports: %w", err)
 	}

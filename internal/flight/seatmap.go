@@ -32,7 +32,7 @@ type Seat struct {
 func (s *Service) SeatMap(ctx context.Context, id int64) (*SeatMap, error) {
 	return s.seatMaps.Get(ctx, strconv.FormatInt(id, 10), func(ctx context.Context) (*SeatMap, error) {
 		now := s.clock.Now()
-		rows, err := s.reads.Query(ctx, `SELECT seat_no, fare_class,
+		rows, err := s.reads().Query(ctx, `SELECT seat_no, fare_class,
 				CASE WHEN status = 'HELD' AND held_until <= $2 THEN 'AVAILABLE' ELSE status END
 			FROM seat WHERE flight_id = $1 ORDER BY length(seat_no), seat_no`, id, now)
 		if err != nil {
@@ -44,7 +44,7 @@ func (s *Service) SeatMap(ctx context.Context, id int64) (*SeatMap, error) {
 		}
 		if len(seats) == 0 {
 			var one int
-			err := s.reads.QueryRow(ctx, `SELECT 1 FROM flight WHERE id = $1`, id).Scan(&one)
+			err := s.reads().QueryRow(ctx, `SELECT 1 FROM flight WHERE id = $1`, id).Scan(&one)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil, fault.New(fault.NotFound, "no flight %d", id)
 			}

@@ -240,6 +240,11 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ booking.Calle
 	return nil
 }
 
+// ErrDegraded marks a readiness check's error as a dependency berth serves
+// without: /readyz reports it "degraded" and stays 200, so the load
+// balancer keeps the process.
+var ErrDegraded = errors.New("degraded")
+
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -250,7 +255,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ booking.Caller
 	out := map[string]string{}
 	var down []string
 	for name, check := range checks {
-		if err := check(ctx); err != nil {
+		if err := check(ctx); errors.Is(err, ErrDegraded) {
+			out[name] = "degraded"
+			s.log.Warn("degraded", "dependency", name, "err", err)
+			continue
+		} else if err != nil {
 			out[name] = "unavailable"
 			down = append(down, name)
 			s.log.Warn("not ready", "dependency", name, "err", err)

@@ -38,6 +38,21 @@ type PoolConfig struct {
 
 // Open connects to url and checks the connection.
 func Open(ctx context.Context, url string, pc PoolConfig) (*pgxpool.Pool, error) {
+	pool, err := newPool(ctx, url, pc)
+	if err != nil {
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return pool, nil
+}
+
+// newPool makes a pool for url without connecting (MinConns aside).
+func newPool(ctx context.Context, url string, pc PoolConfig) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
@@ -60,12 +75,6 @@ func Open(ctx context.Context, url string, pc PoolConfig) (*pgxpool.Pool, error)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
-	}
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := pool.Ping(pingCtx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to database: %w", err)
 	}
 	return pool, nil
 }
