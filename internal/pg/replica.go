@@ -97,7 +97,7 @@ func (r *Replica) Check(context.Context) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return fmt.Errorf("%w: %v", ErrReplicaBehind, r.lastErr)
+	return fmt.Errorf("%w: %w", ErrReplicaBehind, r.lastErr)
 }
 
 // Run checks the replica every interval until ctx ends.
