@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 KUBECONFORM_VERSION=v0.7.0
 KUSTOMIZE_VERSION=v5.5.0
 bin=$PWD/.bin
+mkdir -p "$bin"
 kubeconform=$bin/kubeconform-$KUBECONFORM_VERSION
 if [ ! -x "$kubeconform" ]; then
   GOBIN=$bin go install "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION"

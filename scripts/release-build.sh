@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 out=${1:-.bin/berth}
 version=${BERTH_VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
 commit=${BERTH_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+mkdir -p "$(dirname "$out")"
 CGO_ENABLED=0 go build -trimpath -buildvcs=false \
   -ldflags "-s -w -X main.version=${version} -X main.commit=${commit}" \
   -o "$out" ./cmd/berth
