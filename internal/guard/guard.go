@@ -33,8 +33,14 @@ type Config struct {
 	// stuck behind a lock gives up and answers 503 instead of waiting on.
 	Deadlines map[Lane]time.Duration
 	// SeatGateTTL is how long a seat's gate key keeps other requests out
-	// (15 s, the flight document's figure).
+	// (15 s, the flight document's figure), never longer than HoldTTL.
 	SeatGateTTL time.Duration
+	// HoldTTL is how long a flight hold lasts (BERTH_FLIGHT_HOLD_TTL). A
+	// gate key is set before its hold and lives at most this long, so it
+	// is gone by the time the hold expires: a seat that the database has
+	// free again (the hold expired, swept or not, and the seat may be
+	// reclaimed) is never turned away by the gate. Zero: no bound.
+	HoldTTL time.Duration
 	// SoldOutTTL is how long a sold-out answer is believed without asking
 	// the database (1 s).
 	SoldOutTTL time.Duration
@@ -92,6 +98,9 @@ func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Lo
 	}
 	if cfg.SeatGateTTL == 0 {
 		cfg.SeatGateTTL = 15 * time.Second
+	}
+	if cfg.HoldTTL > 0 {
+		cfg.SeatGateTTL = min(cfg.SeatGateTTL, cfg.HoldTTL)
 	}
 	if cfg.SoldOutTTL == 0 {
 		cfg.SoldOutTTL = time.Second
