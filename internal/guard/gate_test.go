@@ -189,6 +189,34 @@ func TestHoldLimit(t *testing.T) {
 	bookingID(t, book(s, 2, seatHold(flightID, "ECONOMY", "10D"), ""))
 }
 
+// The hold limit is exact under concurrency: 20 holds of one customer
+// released at once through two servers sharing Redis, each for a free seat,
+// and exactly the limit's 3 are held; the others get 429 and store nothing.
+func TestHoldLimitExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewURL(t)
+	redisURL, prefix := apptest.SharedRedis(t)
+	limit := func(c *config.Config) { c.HoldLimit = config.Rate{N: 3, Window: 15 * time.Minute} }
+	servers := []*apptest.Server{start(t, dbURL, redisURL, prefix, limit), start(t, dbURL, redisURL, prefix, limit)}
+	flightID := servers[0].CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 13, "ABCDEF")})
+	seats := apptest.Seats(10, 13, "ABCDEF")
+	const tries = 20
+	rs := apptest.Race(tries, func(i int) *apptest.Response {
+		return book(servers[i%2], 1, seatHold(flightID, "ECONOMY", seats[i]), "")
+	})
+	if got := apptest.Answers(rs); got["201"] != 3 || got["429 rate_limited"] != tries-3 {
+		t.Fatalf("answers = %v, want exactly 3 × 201 and %d × 429 rate_limited", got, tries-3)
+	}
+	var held int
+	if err := servers[0].App.Pool.QueryRow(context.Background(), `SELECT count(*) FROM booking WHERE customer_id = 1`).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held != 3 {
+		t.Errorf("customer 1 has %d bookings, want 3", held)
+	}
+	mustAudit(t, servers[0])
+}
+
 // The hold limit counts a customer's car holds too: the car document's
 // customers who block many cars before Tet and never pay.
 func TestHoldLimitCoversCars(t *testing.T) {

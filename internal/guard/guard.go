@@ -207,7 +207,8 @@ type Pass struct {
 	h     Hold
 	gate  *gatePass
 	adm   *admission
-	leave func() // the hold lane's slot
+	limit *holdTicket // the hold reserved against the customer's limit
+	leave func()      // the hold lane's slot
 }
 
 // BeforeHold runs the layers in front of a hold, cheapest first, and
@@ -219,7 +220,8 @@ type Pass struct {
 //   - the seat gate: 409 seat_unavailable when another request is holding
 //     one of the seats right now (all the seats' keys are taken at once or
 //     none);
-//   - the hold limit: 429 rate_limited with Retry-After;
+//   - the hold limit: 429 rate_limited with Retry-After (one hold of the
+//     window is reserved at once, given back if the hold fails);
 //   - the admission token is then claimed (spent once);
 //   - last, a slot of the hold lane: 503 overloaded when none frees within
 //     ShedWait.
@@ -230,11 +232,13 @@ func (g *Guard) BeforeHold(ctx context.Context, h Hold) (*Pass, error) {
 	if !g.On() {
 		return p, nil
 	}
+	var err error
 	if h.FlightID == 0 {
-		if err := g.Holds.Check(ctx, h.Customer); err != nil {
+		if p.limit, err = g.Holds.Take(ctx, h.Customer); err != nil {
 			return nil, err
 		}
 		if err := p.enterLane(ctx); err != nil {
+			p.undo(ctx)
 			return nil, err
 		}
 		return p, nil
@@ -262,13 +266,14 @@ func (g *Guard) BeforeHold(ctx context.Context, h Hold) (*Pass, error) {
 	if p.gate, err = g.Gate.enter(ctx, h.FlightID, h.FareClass, h.Seats, h.Units); err != nil {
 		return nil, err
 	}
-	if err := g.Holds.Check(ctx, h.Customer); err != nil {
+	if p.limit, err = g.Holds.Take(ctx, h.Customer); err != nil {
 		g.Gate.release(ctx, p.gate)
 		return nil, err
 	}
 	if tok != nil {
 		if p.adm, err = g.Room.claim(ctx, *tok); err != nil {
 			g.Gate.release(ctx, p.gate)
+			g.Holds.Give(ctx, p.limit)
 			// A used admission buys no second hold: back to the queue.
 			if err := g.Room.queue(ctx, h.FlightID, h.Customer, per, g.clock.Now()); err != nil {
 				return nil, err
@@ -302,13 +307,14 @@ func (p *Pass) undo(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	p.g.Gate.release(ctx, p.gate)
+	p.g.Holds.Give(ctx, p.limit)
 	p.g.Room.done(ctx, p.adm, false)
 }
 
 // Done finishes a hold with the database's answer (nil when it was held):
-// a success counts against the hold limit and spends the admission; a
-// refusal releases the seat keys and the admission, and a sold_out is
-// remembered as the class's hint.
+// a success keeps its place in the hold limit and spends the admission; a
+// refusal gives back the seat keys, the hold limit's reservation and the
+// admission, and a sold_out is remembered as the class's hint.
 func (p *Pass) Done(ctx context.Context, holdErr error) {
 	g := p.g
 	if !g.On() {
@@ -321,11 +327,11 @@ func (p *Pass) Done(ctx context.Context, holdErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if holdErr == nil {
-		g.Holds.Count(ctx, p.h.Customer)
 		g.Room.done(ctx, p.adm, true)
 		return
 	}
 	g.Gate.release(ctx, p.gate)
+	g.Holds.Give(ctx, p.limit)
 	g.Room.done(ctx, p.adm, false)
 	if fault.Is(holdErr, fault.SoldOut) && p.h.FlightID != 0 {
 		g.Gate.soldOutSeen(ctx, p.h.FlightID, p.h.FareClass, p.h.Units)
