@@ -153,10 +153,25 @@ func WithAcquireBudget(ctx context.Context, d time.Duration) context.Context {
 // AcquireTracer bounds the connection acquires of contexts marked by
 // WithAcquireBudget, and counts the ones that ran out of time. Set it as
 // the pool's tracer (pg.PoolConfig.Tracer). It traces nothing else.
+//
+// The budget d is measured against the pool's progress: an acquire gives up
+// once the pool has handed out no connection for d (the database is stalled
+// or saturated: every connection is busy and none comes back), and in any
+// case after maxBudgets × d. A pool that is busy but moving (connections
+// come back every few milliseconds, as when a hundred customers race for one
+// car) keeps its waiters, who are served in order, instead of answering a
+// plain race 503.
 type AcquireTracer struct {
 	// OnShed, when set, is called for each acquire that ran out of time.
 	OnShed func()
+
+	// progress is when the last acquire completed (Unix nanoseconds).
+	progress atomic.Int64
 }
+
+// maxBudgets bounds an acquire that waits on a pool still moving: at most
+// this many budgets in all.
+const maxBudgets = 4
 
 // TraceAcquireStart puts the budget's deadline on the acquire.
 func (t *AcquireTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
@@ -164,12 +179,65 @@ func (t *AcquireTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, 
 	if !ok {
 		return ctx
 	}
-	actx, cancel := context.WithTimeoutCause(ctx, d, errShed)
-	return context.WithValue(actx, cancelKey{}, cancel)
+	actx, cancel := context.WithCancelCause(ctx)
+	start := time.Now()
+	var (
+		mu      sync.Mutex
+		timer   *time.Timer
+		stopped bool
+	)
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		now := time.Now()
+		// The pool moved within the budget: wait on, until a budget after
+		// that progress, never past the hard bound.
+		next := time.Unix(0, t.progress.Load()).Add(d)
+		if hard := start.Add(maxBudgets * d); next.After(hard) {
+			next = hard
+		}
+		if !next.After(now) {
+			stopped = true
+			cancel(errShed)
+			return
+		}
+		timer.Reset(next.Sub(now))
+	}
+	mu.Lock()
+	timer = time.AfterFunc(d, check)
+	mu.Unlock()
+	stop := func() {
+		mu.Lock()
+		stopped = true
+		timer.Stop()
+		mu.Unlock()
+		cancel(nil)
+	}
+	return context.WithValue(shedContext{actx}, cancelKey{}, context.CancelFunc(stop))
 }
 
-// TraceAcquireEnd releases the deadline and counts a shed acquire.
+// shedContext reports an acquire cut by AcquireTracer as a deadline
+// exceeded (the cause is errShed), as a timeout would: a deadline that berth
+// set itself, answered 503 (AsOverload), never mistaken for a client gone.
+type shedContext struct{ context.Context }
+
+func (c shedContext) Err() error {
+	err := c.Context.Err()
+	if err != nil && errors.Is(context.Cause(c.Context), errShed) {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// TraceAcquireEnd releases the deadline, notes the pool's progress and
+// counts a shed acquire.
 func (t *AcquireTracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, data pgxpool.TraceAcquireEndData) {
+	if data.Err == nil {
+		t.progress.Store(time.Now().UnixNano())
+	}
 	cancel, ok := ctx.Value(cancelKey{}).(context.CancelFunc)
 	if !ok {
 		return
