@@ -50,6 +50,9 @@ type Config struct {
 	// Secret is BERTH_AUTH_SECRET, from which the waiting room's signing
 	// key is derived.
 	Secret []byte
+	// HoldConns is how many database connections holds may have at once
+	// (HoldConnsFor); zero: no bound.
+	HoldConns int
 	// Tracer is the acquire tracer already set on the database pools
 	// (created here when nil).
 	Tracer *AcquireTracer
@@ -63,7 +66,15 @@ func LanesFor(maxConns int) map[Lane]int {
 		LaneHold:  max(16, 4*maxConns),
 		LaneRead:  max(1, maxConns/2),
 		LaneOther: max(4, maxConns),
+		LaneMoney: max(4, maxConns),
 	}
+}
+
+// HoldConnsFor is how many of a pool of maxConns connections holds may
+// have at once: all but a quarter (at least one), kept for money
+// (payment starts, cancellations) and everything else.
+func HoldConnsFor(maxConns int) int {
+	return max(1, maxConns-max(1, maxConns/4))
 }
 
 // Guard is every layer in front of the database.
@@ -112,7 +123,7 @@ func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Lo
 		cfg.TokenTTL = 2 * time.Minute
 	}
 	if cfg.Deadlines == nil {
-		cfg.Deadlines = map[Lane]time.Duration{LaneHold: 5 * time.Second, LaneRead: 5 * time.Second}
+		cfg.Deadlines = map[Lane]time.Duration{LaneHold: 5 * time.Second, LaneRead: 5 * time.Second, LaneMoney: 10 * time.Second}
 	}
 	g := &Guard{cfg: cfg, clock: c, log: log, m: newMetrics(reg), Redis: rdb, lanes: map[Lane]*lane{}}
 	if rdb == nil {
@@ -135,6 +146,9 @@ func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Lo
 			g.m.redisUp.Set(0)
 		}
 	})
+	if cfg.HoldConns > 0 {
+		g.Tracer.ShareHolds(cfg.HoldConns)
+	}
 	rl := redis_rate.NewLimiter(rdb.Cmd)
 	g.Gate = newGate(rdb, c, cfg.SeatGateTTL, cfg.SoldOutTTL, g.m)
 	g.Holds = newHoldLimiter(rdb, rl, cfg.HoldLimit, g.m)
@@ -171,13 +185,25 @@ func (g *Guard) Admit(ctx context.Context, ln Lane, client string) (context.Cont
 	leave := func() {}
 	// A hold takes its lane's slot in BeforeHold, after the cheap layers:
 	// a flood that the gate or the hint turns away must not queue for it.
+	// Money waits its turn for a slot and a connection, up to its deadline:
+	// it is never shed by a burst of anything else.
+	wait := g.cfg.ShedWait
+	if ln == LaneMoney {
+		wait = g.cfg.Deadlines[LaneMoney]
+	}
 	if l, ok := g.lanes[ln]; ok && ln != LaneHold {
 		var err error
-		if leave, err = l.enter(ctx, g.cfg.ShedWait); err != nil {
+		if leave, err = l.enter(ctx, wait); err != nil {
 			return ctx, nil, err
 		}
 	}
-	ctx = WithAcquireBudget(ctx, g.cfg.ShedWait)
+	switch ln {
+	case LaneMoney:
+	case LaneHold:
+		ctx = WithHoldShare(WithAcquireBudget(ctx, g.cfg.ShedWait))
+	default:
+		ctx = WithAcquireBudget(ctx, g.cfg.ShedWait)
+	}
 	if d := g.cfg.Deadlines[ln]; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
