@@ -40,7 +40,7 @@ const (
 	// than being shed after ShedWait, and holds can never take the
 	// connections kept for them (AcquireTracer.ShareHolds).
 	LaneMoney Lane = "money"
-	LaneNone  Lane = ""      // operations endpoints and Redis-only routes
+	LaneNone  Lane = "" // operations endpoints and Redis-only routes
 )
 
 // RetryAfterOverloaded is the Retry-After of a shed request.
