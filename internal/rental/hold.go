@@ -92,6 +92,10 @@ func RentalPrice(daily int64, from, to time.Time) int64 {
 	return daily * int64((to.Sub(from)+day-1)/day)
 }
 
+// maxTurnWait bounds the wait for a car's turn: a car that cannot serve
+// its queue within it is overloaded (503), however long the request may run.
+const maxTurnWait = 5 * time.Second
+
 // Hold holds a car in its own transaction. See HoldTx.
 //
 // Queued (Config.Queue), the holds of one car in this process take turns,
@@ -107,8 +111,11 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 		return nil, err
 	}
 	if s.turns != nil {
-		leave, err := s.turns.enter(ctx, r.CarID)
+		wctx, cancel := context.WithTimeout(ctx, maxTurnWait)
+		leave, err := s.turns.enter(wctx, r.CarID)
+		cancel()
 		if err != nil {
+			// A deadline (this one or the request's): 503 overloaded.
 			return nil, err
 		}
 		defer leave()
