@@ -2,6 +2,7 @@ package guard_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -188,6 +189,34 @@ func TestHoldLimit(t *testing.T) {
 	bookingID(t, book(s, 2, seatHold(flightID, "ECONOMY", "10D"), ""))
 }
 
+// The hold limit is exact under concurrency: 20 holds of one customer
+// released at once through two servers sharing Redis, each for a free seat,
+// and exactly the limit's 3 are held; the others get 429 and store nothing.
+func TestHoldLimitExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewURL(t)
+	redisURL, prefix := apptest.SharedRedis(t)
+	limit := func(c *config.Config) { c.HoldLimit = config.Rate{N: 3, Window: 15 * time.Minute} }
+	servers := []*apptest.Server{start(t, dbURL, redisURL, prefix, limit), start(t, dbURL, redisURL, prefix, limit)}
+	flightID := servers[0].CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 13, "ABCDEF")})
+	seats := apptest.Seats(10, 13, "ABCDEF")
+	const tries = 20
+	rs := apptest.Race(tries, func(i int) *apptest.Response {
+		return book(servers[i%2], 1, seatHold(flightID, "ECONOMY", seats[i]), "")
+	})
+	if got := apptest.Answers(rs); got["201"] != 3 || got["429 rate_limited"] != tries-3 {
+		t.Fatalf("answers = %v, want exactly 3 × 201 and %d × 429 rate_limited", got, tries-3)
+	}
+	var held int
+	if err := servers[0].App.Pool.QueryRow(context.Background(), `SELECT count(*) FROM booking WHERE customer_id = 1`).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held != 3 {
+		t.Errorf("customer 1 has %d bookings, want 3", held)
+	}
+	mustAudit(t, servers[0])
+}
+
 // The hold limit counts a customer's car holds too: the car document's
 // customers who block many cars before Tet and never pay.
 func TestHoldLimitCoversCars(t *testing.T) {
@@ -263,4 +292,65 @@ func TestRequestLimit(t *testing.T) {
 			t.Fatalf("healthz limited: %d", r.Status)
 		}
 	}
+}
+
+// A gate key never outlives the hold it protects, whatever the settings:
+// with holds of 4 s, a seat whose hold expired is held by the next buyer,
+// whether the expired hold was swept first or is reclaimed unswept, and a
+// seat the map shows AVAILABLE is never refused by the gate.
+func TestSeatGateNeverOutlivesTheHold(t *testing.T) {
+	t.Parallel()
+	redisURL, prefix := apptest.SharedRedis(t)
+	s := start(t, "", redisURL, prefix, func(c *config.Config) { c.FlightHoldTTL = 4 * time.Second })
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 13, "AB")})
+	ctx := context.Background()
+
+	// Reclaimed before the sweeper: 12A's hold expires, the next buyer
+	// takes the seat from it.
+	bookingID(t, book(s, 1, seatHold(flightID, "ECONOMY", "12A"), ""))
+	if r := book(s, 2, seatHold(flightID, "ECONOMY", "12A"), ""); r.Status != http.StatusConflict || r.Code() != "seat_unavailable" {
+		t.Fatalf("12A while held: %d %s, want 409 seat_unavailable", r.Status, r.Body)
+	}
+	s.Clock.Advance(4*time.Second + time.Millisecond)
+	if st := seatStatus(t, s, flightID, "12A"); st != "AVAILABLE" {
+		t.Fatalf("the map shows 12A %s, want AVAILABLE", st)
+	}
+	bookingID(t, book(s, 2, seatHold(flightID, "ECONOMY", "12A"), ""))
+
+	// Swept: 13A's hold expires and the sweeper ends it first.
+	bookingID(t, book(s, 3, seatHold(flightID, "ECONOMY", "13A"), ""))
+	s.Clock.Advance(4*time.Second + time.Millisecond)
+	if _, err := s.App.Sweeper.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := seatStatus(t, s, flightID, "13A"); st != "AVAILABLE" {
+		t.Fatalf("the map shows 13A %s after the sweep, want AVAILABLE", st)
+	}
+	bookingID(t, book(s, 4, seatHold(flightID, "ECONOMY", "13A"), ""))
+	mustAudit(t, s)
+}
+
+// seatStatus is what the flight's seat map shows for seat.
+func seatStatus(t *testing.T, s *apptest.Server, flightID int64, seat string) string {
+	t.Helper()
+	r := s.Do(apptest.Request{Method: http.MethodGet, Path: path("/flights/%d/seats", flightID)})
+	if r.Status != http.StatusOK {
+		t.Fatalf("seat map: %d %s", r.Status, r.Body)
+	}
+	var m struct {
+		Seats []struct {
+			SeatNo string `json:"seatNo"`
+			Status string `json:"status"`
+		} `json:"seats"`
+	}
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range m.Seats {
+		if x.SeatNo == seat {
+			return x.Status
+		}
+	}
+	t.Fatalf("seat %s not on the map: %s", seat, r.Body)
+	return ""
 }

@@ -33,8 +33,14 @@ type Config struct {
 	// stuck behind a lock gives up and answers 503 instead of waiting on.
 	Deadlines map[Lane]time.Duration
 	// SeatGateTTL is how long a seat's gate key keeps other requests out
-	// (15 s, the flight document's figure).
+	// (15 s, the flight document's figure), never longer than HoldTTL.
 	SeatGateTTL time.Duration
+	// HoldTTL is how long a flight hold lasts (BERTH_FLIGHT_HOLD_TTL). A
+	// gate key is set before its hold and lives at most this long, so it
+	// is gone by the time the hold expires: a seat that the database has
+	// free again (the hold expired, swept or not, and the seat may be
+	// reclaimed) is never turned away by the gate. Zero: no bound.
+	HoldTTL time.Duration
 	// SoldOutTTL is how long a sold-out answer is believed without asking
 	// the database (1 s).
 	SoldOutTTL time.Duration
@@ -44,6 +50,9 @@ type Config struct {
 	// Secret is BERTH_AUTH_SECRET, from which the waiting room's signing
 	// key is derived.
 	Secret []byte
+	// HoldConns is how many database connections holds may have at once
+	// (HoldConnsFor); zero: no bound.
+	HoldConns int
 	// Tracer is the acquire tracer already set on the database pools
 	// (created here when nil).
 	Tracer *AcquireTracer
@@ -57,7 +66,15 @@ func LanesFor(maxConns int) map[Lane]int {
 		LaneHold:  max(16, 4*maxConns),
 		LaneRead:  max(1, maxConns/2),
 		LaneOther: max(4, maxConns),
+		LaneMoney: max(4, maxConns),
 	}
+}
+
+// HoldConnsFor is how many of a pool of maxConns connections holds may
+// have at once: all but a quarter (at least one), kept for money
+// (payment starts, cancellations) and everything else.
+func HoldConnsFor(maxConns int) int {
+	return max(1, maxConns-max(1, maxConns/4))
 }
 
 // Guard is every layer in front of the database.
@@ -93,6 +110,9 @@ func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Lo
 	if cfg.SeatGateTTL == 0 {
 		cfg.SeatGateTTL = 15 * time.Second
 	}
+	if cfg.HoldTTL > 0 {
+		cfg.SeatGateTTL = min(cfg.SeatGateTTL, cfg.HoldTTL)
+	}
 	if cfg.SoldOutTTL == 0 {
 		cfg.SoldOutTTL = time.Second
 	}
@@ -103,7 +123,7 @@ func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Lo
 		cfg.TokenTTL = 2 * time.Minute
 	}
 	if cfg.Deadlines == nil {
-		cfg.Deadlines = map[Lane]time.Duration{LaneHold: 5 * time.Second, LaneRead: 5 * time.Second}
+		cfg.Deadlines = map[Lane]time.Duration{LaneHold: 5 * time.Second, LaneRead: 5 * time.Second, LaneMoney: 10 * time.Second}
 	}
 	g := &Guard{cfg: cfg, clock: c, log: log, m: newMetrics(reg), Redis: rdb, lanes: map[Lane]*lane{}}
 	if rdb == nil {
@@ -126,6 +146,9 @@ func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Lo
 			g.m.redisUp.Set(0)
 		}
 	})
+	if cfg.HoldConns > 0 {
+		g.Tracer.ShareHolds(cfg.HoldConns)
+	}
 	rl := redis_rate.NewLimiter(rdb.Cmd)
 	g.Gate = newGate(rdb, c, cfg.SeatGateTTL, cfg.SoldOutTTL, g.m)
 	g.Holds = newHoldLimiter(rdb, rl, cfg.HoldLimit, g.m)
@@ -162,13 +185,25 @@ func (g *Guard) Admit(ctx context.Context, ln Lane, client string) (context.Cont
 	leave := func() {}
 	// A hold takes its lane's slot in BeforeHold, after the cheap layers:
 	// a flood that the gate or the hint turns away must not queue for it.
+	// Money waits its turn for a slot and a connection, up to its deadline:
+	// it is never shed by a burst of anything else.
+	wait := g.cfg.ShedWait
+	if ln == LaneMoney {
+		wait = g.cfg.Deadlines[LaneMoney]
+	}
 	if l, ok := g.lanes[ln]; ok && ln != LaneHold {
 		var err error
-		if leave, err = l.enter(ctx, g.cfg.ShedWait); err != nil {
+		if leave, err = l.enter(ctx, wait); err != nil {
 			return ctx, nil, err
 		}
 	}
-	ctx = WithAcquireBudget(ctx, g.cfg.ShedWait)
+	switch ln {
+	case LaneMoney:
+	case LaneHold:
+		ctx = WithHoldShare(WithAcquireBudget(ctx, g.cfg.ShedWait))
+	default:
+		ctx = WithAcquireBudget(ctx, g.cfg.ShedWait)
+	}
 	if d := g.cfg.Deadlines[ln]; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
@@ -198,7 +233,8 @@ type Pass struct {
 	h     Hold
 	gate  *gatePass
 	adm   *admission
-	leave func() // the hold lane's slot
+	limit *holdTicket // the hold reserved against the customer's limit
+	leave func()      // the hold lane's slot
 }
 
 // BeforeHold runs the layers in front of a hold, cheapest first, and
@@ -210,7 +246,8 @@ type Pass struct {
 //   - the seat gate: 409 seat_unavailable when another request is holding
 //     one of the seats right now (all the seats' keys are taken at once or
 //     none);
-//   - the hold limit: 429 rate_limited with Retry-After;
+//   - the hold limit: 429 rate_limited with Retry-After (one hold of the
+//     window is reserved at once, given back if the hold fails);
 //   - the admission token is then claimed (spent once);
 //   - last, a slot of the hold lane: 503 overloaded when none frees within
 //     ShedWait.
@@ -221,11 +258,13 @@ func (g *Guard) BeforeHold(ctx context.Context, h Hold) (*Pass, error) {
 	if !g.On() {
 		return p, nil
 	}
+	var err error
 	if h.FlightID == 0 {
-		if err := g.Holds.Check(ctx, h.Customer); err != nil {
+		if p.limit, err = g.Holds.Take(ctx, h.Customer); err != nil {
 			return nil, err
 		}
 		if err := p.enterLane(ctx); err != nil {
+			p.undo(ctx)
 			return nil, err
 		}
 		return p, nil
@@ -253,13 +292,14 @@ func (g *Guard) BeforeHold(ctx context.Context, h Hold) (*Pass, error) {
 	if p.gate, err = g.Gate.enter(ctx, h.FlightID, h.FareClass, h.Seats, h.Units); err != nil {
 		return nil, err
 	}
-	if err := g.Holds.Check(ctx, h.Customer); err != nil {
+	if p.limit, err = g.Holds.Take(ctx, h.Customer); err != nil {
 		g.Gate.release(ctx, p.gate)
 		return nil, err
 	}
 	if tok != nil {
 		if p.adm, err = g.Room.claim(ctx, *tok); err != nil {
 			g.Gate.release(ctx, p.gate)
+			g.Holds.Give(ctx, p.limit)
 			// A used admission buys no second hold: back to the queue.
 			if err := g.Room.queue(ctx, h.FlightID, h.Customer, per, g.clock.Now()); err != nil {
 				return nil, err
@@ -293,13 +333,14 @@ func (p *Pass) undo(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	p.g.Gate.release(ctx, p.gate)
+	p.g.Holds.Give(ctx, p.limit)
 	p.g.Room.done(ctx, p.adm, false)
 }
 
 // Done finishes a hold with the database's answer (nil when it was held):
-// a success counts against the hold limit and spends the admission; a
-// refusal releases the seat keys and the admission, and a sold_out is
-// remembered as the class's hint.
+// a success keeps its place in the hold limit and spends the admission; a
+// refusal gives back the seat keys, the hold limit's reservation and the
+// admission, and a sold_out is remembered as the class's hint.
 func (p *Pass) Done(ctx context.Context, holdErr error) {
 	g := p.g
 	if !g.On() {
@@ -312,11 +353,11 @@ func (p *Pass) Done(ctx context.Context, holdErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if holdErr == nil {
-		g.Holds.Count(ctx, p.h.Customer)
 		g.Room.done(ctx, p.adm, true)
 		return
 	}
 	g.Gate.release(ctx, p.gate)
+	g.Holds.Give(ctx, p.limit)
 	g.Room.done(ctx, p.adm, false)
 	if fault.Is(holdErr, fault.SoldOut) && p.h.FlightID != 0 {
 		g.Gate.soldOutSeen(ctx, p.h.FlightID, p.h.FareClass, p.h.Units)

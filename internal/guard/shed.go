@@ -35,7 +35,12 @@ const (
 	LaneHold  Lane = "hold"  // POST /bookings: the hot write path
 	LaneRead  Lane = "read"  // public reads: search, flight, seat map, cars
 	LaneOther Lane = "other" // everything else that uses the database
-	LaneNone  Lane = ""      // operations endpoints and Redis-only routes
+	// LaneMoney is payment starts and cancellations: money first. Its
+	// requests have their own slots, wait for a connection in line rather
+	// than being shed after ShedWait, and holds can never take the
+	// connections kept for them (AcquireTracer.ShareHolds).
+	LaneMoney Lane = "money"
+	LaneNone  Lane = "" // operations endpoints and Redis-only routes
 )
 
 // RetryAfterOverloaded is the Retry-After of a shed request.
@@ -153,23 +158,159 @@ func WithAcquireBudget(ctx context.Context, d time.Duration) context.Context {
 // AcquireTracer bounds the connection acquires of contexts marked by
 // WithAcquireBudget, and counts the ones that ran out of time. Set it as
 // the pool's tracer (pg.PoolConfig.Tracer). It traces nothing else.
+//
+// The budget d is measured against the pool's progress: an acquire gives up
+// once the pool has handed out no connection for d (the database is stalled
+// or saturated: every connection is busy and none comes back), and in any
+// case after maxBudgets × d. A pool that is busy but moving (connections
+// come back every few milliseconds, as when a hundred customers race for one
+// car) keeps its waiters, who are served in order, instead of answering a
+// plain race 503.
 type AcquireTracer struct {
 	// OnShed, when set, is called for each acquire that ran out of time.
 	OnShed func()
+
+	// progress is when the last acquire completed (Unix nanoseconds).
+	progress atomic.Int64
+	// holds is the share of the pool that holds may use at once (nil: the
+	// whole pool); held are the connections holds have from it.
+	holds atomic.Pointer[chan struct{}]
+	held  sync.Map // *pgx.Conn → struct{}
 }
+
+// ShareHolds lets the acquires of holds (contexts marked by WithHoldShare)
+// have at most n of the pool's connections at once, so that a burst of
+// holds always leaves the rest to money and everything else. Call it
+// before the pool serves requests.
+func (t *AcquireTracer) ShareHolds(n int) {
+	ch := make(chan struct{}, n)
+	t.holds.Store(&ch)
+}
+
+// holdShareKey marks a context whose acquires count against the holds'
+// share of the pool.
+type holdShareKey struct{}
+
+// shareTakenKey records, from TraceAcquireStart to TraceAcquireEnd, that an
+// acquire took a slot of the holds' share.
+type shareTakenKey struct{}
+
+// WithHoldShare marks ctx as a hold's: its connections come from the
+// holds' share of the pool (see ShareHolds).
+func WithHoldShare(ctx context.Context) context.Context {
+	return context.WithValue(ctx, holdShareKey{}, true)
+}
+
+// takeShare waits at most d for a slot of the holds' share; false when
+// none freed in time (or ctx ended).
+func takeShare(ctx context.Context, slots chan struct{}, d time.Duration) bool {
+	select {
+	case slots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case slots <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// maxBudgets bounds an acquire that waits on a pool still moving: at most
+// this many budgets in all.
+const maxBudgets = 4
 
 // TraceAcquireStart puts the budget's deadline on the acquire.
 func (t *AcquireTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
 	d, ok := ctx.Value(budgetKey{}).(time.Duration)
+	if slots := t.holds.Load(); slots != nil && ctx.Value(holdShareKey{}) != nil {
+		wait := d
+		if !ok {
+			wait = time.Minute
+		}
+		if !takeShare(ctx, *slots, wait) {
+			// No connection of the holds' share came back in time: the
+			// acquire fails at once, as a shed one.
+			actx, cancel := context.WithCancelCause(ctx)
+			cancel(errShed)
+			return context.WithValue(shedContext{actx}, cancelKey{}, context.CancelFunc(func() {}))
+		}
+		ctx = context.WithValue(ctx, shareTakenKey{}, *slots)
+	}
 	if !ok {
 		return ctx
 	}
-	actx, cancel := context.WithTimeoutCause(ctx, d, errShed)
-	return context.WithValue(actx, cancelKey{}, cancel)
+	actx, cancel := context.WithCancelCause(ctx)
+	start := time.Now()
+	var (
+		mu      sync.Mutex
+		timer   *time.Timer
+		stopped bool
+	)
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		now := time.Now()
+		// The pool moved within the budget: wait on, until a budget after
+		// that progress, never past the hard bound.
+		next := time.Unix(0, t.progress.Load()).Add(d)
+		if hard := start.Add(maxBudgets * d); next.After(hard) {
+			next = hard
+		}
+		if !next.After(now) {
+			stopped = true
+			cancel(errShed)
+			return
+		}
+		timer.Reset(next.Sub(now))
+	}
+	mu.Lock()
+	timer = time.AfterFunc(d, check)
+	mu.Unlock()
+	stop := func() {
+		mu.Lock()
+		stopped = true
+		timer.Stop()
+		mu.Unlock()
+		cancel(nil)
+	}
+	return context.WithValue(shedContext{actx}, cancelKey{}, context.CancelFunc(stop))
 }
 
-// TraceAcquireEnd releases the deadline and counts a shed acquire.
+// shedContext reports an acquire cut by AcquireTracer as a deadline
+// exceeded (the cause is errShed), as a timeout would: a deadline that berth
+// set itself, answered 503 (AsOverload), never mistaken for a client gone.
+type shedContext struct{ context.Context }
+
+func (c shedContext) Err() error {
+	err := c.Context.Err()
+	if err != nil && errors.Is(context.Cause(c.Context), errShed) {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// TraceAcquireEnd releases the deadline, notes the pool's progress and
+// counts a shed acquire.
 func (t *AcquireTracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, data pgxpool.TraceAcquireEndData) {
+	if data.Err == nil {
+		t.progress.Store(time.Now().UnixNano())
+	}
+	if slots, ok := ctx.Value(shareTakenKey{}).(chan struct{}); ok {
+		if data.Err == nil {
+			t.held.Store(data.Conn, slots)
+		} else {
+			<-slots
+		}
+	}
 	cancel, ok := ctx.Value(cancelKey{}).(context.CancelFunc)
 	if !ok {
 		return
@@ -178,6 +319,13 @@ func (t *AcquireTracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, da
 		t.OnShed()
 	}
 	cancel()
+}
+
+// TraceRelease gives a hold's connection back to the holds' share.
+func (t *AcquireTracer) TraceRelease(_ *pgxpool.Pool, data pgxpool.TraceReleaseData) {
+	if slots, ok := t.held.LoadAndDelete(data.Conn); ok {
+		<-slots.(chan struct{})
+	}
 }
 
 // TraceQueryStart does nothing: the tracer is only about acquires.

@@ -183,3 +183,72 @@ func TestShedsLoadWhenTheDatabaseStalls(t *testing.T) {
 	}
 	mustAudit(t, s)
 }
+
+// Money first: while a burst of holds keeps every connection they may have
+// (stalled on a lock), cancellations and payment starts still get a
+// connection of their own and are answered, never shed; the holds that
+// found no connection are the ones answered 503.
+func TestMoneyIsNeverShedByHolds(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewURL(t)
+	redisURL, prefix := apptest.SharedRedis(t)
+	s := start(t, dbURL, redisURL, prefix, func(c *config.Config) {
+		c.DBMaxConns = 4
+		c.DBMinConns = 4
+		c.ShedWait = 100 * time.Millisecond
+		c.Events.InServe = false
+	})
+	// Holds of one flight share a batch's connection: holds of eight
+	// flights want eight.
+	var hot []int64
+	for range 8 {
+		hot = append(hot, s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 500}))
+	}
+	other := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 500})
+	var paid, cancelled []int64
+	for i := range 3 {
+		paid = append(paid, bookingID(t, book(s, int64(10+i), qtyHold(other, "ECONOMY", 1), "")))
+		cancelled = append(cancelled, bookingID(t, book(s, int64(20+i), qtyHold(other, "ECONOMY", 1), "")))
+	}
+	ctx := context.Background()
+	locker, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(ctx)
+	lock, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(ctx) }()
+	if _, err := lock.Exec(ctx, `SELECT 1 FROM fare_bucket WHERE flight_id = ANY($1) FOR UPDATE`, hot); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	holds := make(chan *apptest.Response, n)
+	for i := range n {
+		go func() { holds <- book(s, int64(1000+i), qtyHold(hot[i%len(hot)], "ECONOMY", 1), "") }()
+	}
+	// The holds that reached the database now have every connection of
+	// theirs, stalled; the others are being shed.
+	shed := awaitQuiet(t, holds, n, 500*time.Millisecond)
+	if len(shed) == 0 {
+		t.Fatal("no hold was shed: the burst did not fill the holds' connections")
+	}
+	for i := range 3 {
+		r := s.Do(apptest.Request{Method: http.MethodDelete, Path: path("/bookings/%d", cancelled[i]), Token: s.Token("customer", int64(20+i))})
+		if r.Status != http.StatusOK {
+			t.Errorf("cancellation during the burst: %d %s, want 200", r.Status, r.Body)
+		}
+		r = s.Do(apptest.Request{Method: http.MethodPost, Path: path("/bookings/%d/payments", paid[i]), Token: s.Token("customer", int64(10+i)),
+			Header: map[string]string{"Idempotency-Key": path("pay-%d", i)}})
+		if r.Status >= 500 {
+			t.Errorf("payment start during the burst: %d %s, want an answer, not a 5xx", r.Status, r.Body)
+		}
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	await(t, holds, n-len(shed))
+	mustAudit(t, s)
+}

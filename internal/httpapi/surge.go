@@ -41,6 +41,10 @@ func laneOf(pattern string, who access) guard.Lane {
 		return laneRoom
 	case pattern == "POST /bookings":
 		return guard.LaneHold
+	case pattern == "POST /bookings/{id}/payments" || pattern == "DELETE /bookings/{id}" || pattern == "POST /bookings/{id}/cancel":
+		// Money first: a burst of holds never sheds a payment or a
+		// cancellation.
+		return guard.LaneMoney
 	case who == nil && strings.HasPrefix(pattern, "GET "):
 		return guard.LaneRead
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,6 +49,7 @@ func Open(ctx context.Context, url string, pc PoolConfig) (*pgxpool.Pool, error)
 		pool.Close()
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
+	warm(pingCtx, pool, int(pool.Config().MinConns))
 	return pool, nil
 }
 
@@ -128,4 +130,26 @@ func State(err error) string {
 func Violates(err error, constraint string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.ConstraintName == constraint
+}
+
+// warm opens n of pool's connections before Open returns (pgxpool opens
+// its minimum in the background, after the first requests may already have
+// come): the first second of a sale does not wait for connections to be
+// made. A connection that cannot be made now is left to the pool.
+func warm(ctx context.Context, pool *pgxpool.Pool, n int) {
+	conns := make([]*pgxpool.Conn, n)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Go(func() {
+			if c, err := pool.Acquire(ctx); err == nil {
+				conns[i] = c
+			}
+		})
+	}
+	wg.Wait()
+	for _, c := range conns {
+		if c != nil {
+			c.Release()
+		}
+	}
 }

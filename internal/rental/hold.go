@@ -92,10 +92,36 @@ func RentalPrice(daily int64, from, to time.Time) int64 {
 	return daily * int64((to.Sub(from)+day-1)/day)
 }
 
+// maxTurnWait bounds the wait for a car's turn: a car that cannot serve
+// its queue within it is overloaded (503), however long the request may run.
+const maxTurnWait = 5 * time.Second
+
 // Hold holds a car in its own transaction. See HoldTx.
+//
+// Queued (Config.Queue), the holds of one car in this process take turns,
+// and each first reads the calendar without a lock: a period that a live
+// booking already blocks is answered fast with fault.CarUnavailable, without
+// a transaction. So when a hundred customers race for one car, the losers
+// do not queue on the winner's row lock holding connections (which a burst
+// would turn into 503s); they wait their turn holding nothing, then see the
+// winner's committed booking with one read. The read only refuses: a period
+// it finds free is still decided by the exclusion constraint in HoldTx.
 func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
 	if err := r.Validate(s.clock.Now()); err != nil {
 		return nil, err
+	}
+	if s.turns != nil {
+		wctx, cancel := context.WithTimeout(ctx, maxTurnWait)
+		leave, err := s.turns.enter(wctx, r.CarID)
+		cancel()
+		if err != nil {
+			// A deadline (this one or the request's): 503 overloaded.
+			return nil, err
+		}
+		defer leave()
+		if err := calendarTaken(ctx, s.pool, r, s.clock.Now()); err != nil {
+			return nil, err
+		}
 	}
 	var b *booking.Booking
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
@@ -190,6 +216,27 @@ func expireStale(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r Hold
 		if _, err := life.ExpireTx(ctx, tx, id, now); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// calendarTaken returns fault.CarUnavailable when a live booking of r's car
+// (HELD and not yet expired at now, CONFIRMED or ON_TRIP) blocks time that r
+// would block, turnaround included: what booking_car_no_overlap would refuse
+// for certain. A car that does not exist is left to HoldTx to report.
+func calendarTaken(ctx context.Context, db booking.Querier, r HoldRequest, now time.Time) error {
+	var taken bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM car c JOIN booking b ON b.car_id = c.id
+		WHERE c.id = $1 AND b.kind = 'car'
+		  AND (b.status IN ('CONFIRMED', 'ON_TRIP') OR (b.status = 'HELD' AND b.hold_expires_at > $2))
+		  AND b.blocked && tstzrange($3::timestamptz, $4::timestamptz + c.turnaround, '[)'))`,
+		r.CarID, now, r.From, r.To).Scan(&taken)
+	if err != nil {
+		return fmt.Errorf("calendar of car %d: %w", r.CarID, err)
+	}
+	if taken {
+		return &fault.Error{Code: fault.CarUnavailable,
+			Detail: fmt.Sprintf("car %d is booked (or blocked by its turnaround) in an overlapping period", r.CarID)}
 	}
 	return nil
 }

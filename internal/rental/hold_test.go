@@ -15,12 +15,15 @@ import (
 
 // The car document's race, harder: 100 customers release together, through
 // two berth processes sharing one database, to book the same car for
-// periods that all overlap. Exactly one gets it.
+// periods that all overlap. Exactly one gets it, and every loser is told
+// 409 car_unavailable, never 503: 100 requests are not an overload. The
+// processes run with the default shed wait (StartProcess's lenient one
+// would hide the 503s).
 func TestOneCarHundredCustomersTwoProcesses(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.NewURL(t)
-	a := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=20")
-	b := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=20")
+	a := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=20", "BERTH_SHED_WAIT=150ms")
+	b := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=20", "BERTH_SHED_WAIT=150ms")
 	now := time.Now()
 	c := listCar(t, a.URL, apptest.Token(t, "host", 77, now), 77, "HN", "2h")
 

@@ -26,6 +26,7 @@ type Service struct {
 	clock   clock.Clock
 	life    *booking.Lifecycle
 	holdTTL time.Duration
+	turns   *turns // nil: every hold goes straight to its transaction
 
 	searches *guard.Cache[*SearchResult]
 	cities   *guard.Cache[[]City]
@@ -37,6 +38,9 @@ type Config struct {
 	SearchTTL time.Duration // how stale a search may be (30–60 s)
 	// MaxCacheKeys bounds the cached searches (city and period pairs).
 	MaxCacheKeys int
+	// Queue (BERTH_PROTECT) queues the holds of one car in process and has
+	// each first read the calendar without a lock (see Service.Hold).
+	Queue bool
 }
 
 // NewService returns a car service on pool. life expires stale holds that
@@ -48,7 +52,7 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 	if cfg.MaxCacheKeys == 0 {
 		cfg.MaxCacheKeys = 5000
 	}
-	return &Service{
+	s := &Service{
 		pool:     pool,
 		clock:    c,
 		life:     life,
@@ -56,6 +60,10 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 		searches: guard.NewCache[*SearchResult](cfg.SearchTTL, cfg.MaxCacheKeys),
 		cities:   guard.NewCache[[]City](time.Minute, 1),
 	}
+	if cfg.Queue {
+		s.turns = newTurns()
+	}
+	return s
 }
 
 // Inventory is the booking.Inventory of cars. A car booking holds nothing
