@@ -126,7 +126,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		return nil, err
 	}
 	a.Flights = flight.NewService(pool, o.Clock, flight.Config{
-		HoldTTL: cfg.FlightHoldTTL, SeatMapTTL: o.SeatMapTTL, SearchTTL: 3 * time.Second,
+		HoldTTL: cfg.FlightHoldTTL, OfferTTL: cfg.WaitlistOfferTTL, SeatMapTTL: o.SeatMapTTL, SearchTTL: 3 * time.Second,
 		Buckets: cfg.FareBuckets, Coalesce: cfg.Protect, MaxBatch: cfg.HoldBatch, QueueWait: cfg.ShedWait,
 		Log: o.Log, Registry: o.Registry, Reads: a.reads(),
 	})
@@ -149,7 +149,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	}
 	a.API = httpapi.New(httpapi.Deps{
 		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Cars: cars, Lifecycle: a.Life,
-		AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry, Guard: a.Guard, Ready: ready,
+		HoldExtension: cfg.HoldExtension, AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry, Guard: a.Guard, Ready: ready,
 		Payments: a.Payments, PaySim: a.paySimHandler(),
 		Consumers: a.Events.Consumers(), Dev: o.Dev,
 		Audit: audit.Options{SweepInterval: cfg.SweepInterval, EventRetention: cfg.Events.Retention},

@@ -110,7 +110,28 @@ var checks = []check{
 		FROM booking WHERE status = 'HELD' AND hold_expires_at + $2::interval < $1`},
 	i4,
 	i5,
+	i8,
 }
+
+// i8 checks the waitlists: no unit of a class that has not departed is free
+// at rest while an entry of its line that fits waits; every OFFERED entry
+// has exactly one live offer, a HELD booking of its customer for its class
+// and quantity (DONE once that booking left HELD); no booking is the offer
+// of two entries (a unique key, checked here too).
+var i8 = check{id: "I8", name: "waitlists: no unit free while a fitting entry waits; every offer is one live hold of its entry", args: now, query: `
+	WITH room AS (
+		SELECT flight_id, fare_class, sum(quota - sold - held) AS free FROM fare_bucket GROUP BY 1, 2)
+	SELECT format('flight %s %s has %s units free while waitlist entry %s waits for %s', w.flight_id, w.fare_class, r.free, w.id, w.quantity)
+	FROM waitlist w JOIN room r USING (flight_id, fare_class) JOIN flight f ON f.id = w.flight_id
+	WHERE w.status = 'WAITING' AND w.quantity <= r.free AND f.departure_at > $1
+	UNION ALL
+	SELECT format('waitlist entry %s is %s with booking %s, which is %s', w.id, w.status, w.booking_id, coalesce(b.status, 'missing'))
+	FROM waitlist w LEFT JOIN booking b ON b.id = w.booking_id
+	WHERE w.status IN ('OFFERED', 'DONE') AND (b.id IS NULL OR b.customer_id <> w.customer_id OR b.flight_id <> w.flight_id
+		OR b.fare_class <> w.fare_class OR b.quantity <> w.quantity OR (w.status = 'OFFERED') <> (b.status = 'HELD'))
+	UNION ALL
+	SELECT format('booking %s is the offer of %s waitlist entries', booking_id, count(*))
+	FROM waitlist WHERE booking_id IS NOT NULL GROUP BY booking_id HAVING count(*) > 1`}
 
 // Run checks every invariant.
 func Run(ctx context.Context, pool *pgxpool.Pool, o Options) ([]Result, error) {

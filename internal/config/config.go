@@ -28,9 +28,14 @@ type Config struct {
 	PublicURL       string // where the gateway reaches berth; "" = the listen address
 	FlightHoldTTL   time.Duration
 	CarHoldTTL      time.Duration
-	SweepInterval   time.Duration
-	HoldLimit       Rate
-	DBMaxConns      int
+	// HoldExtension is how much later one extension moves a hold's
+	// deadline (BERTH_HOLD_EXTENSION); WaitlistOfferTTL is how long a
+	// waitlist offer's hold lasts (BERTH_WAITLIST_OFFER_TTL).
+	HoldExtension    time.Duration
+	WaitlistOfferTTL time.Duration
+	SweepInterval    time.Duration
+	HoldLimit        Rate
+	DBMaxConns       int
 	// DBMinConns is how many of the pool's connections are kept open when
 	// idle (at most DBMaxConns), so a sale's first second does not wait
 	// for new PostgreSQL backends.
@@ -113,21 +118,23 @@ func shortDuration(d time.Duration) string {
 // Defaults returns the settings before environment and flags.
 func Defaults() Config {
 	return Config{
-		HTTPAddr:      ":8080",
-		FlightHoldTTL: 10 * time.Minute,
-		CarHoldTTL:    15 * time.Minute,
-		SweepInterval: 30 * time.Second,
-		HoldLimit:     Rate{N: 3, Window: 15 * time.Minute},
-		RequestLimit:  Rate{N: 100, Window: time.Second},
-		ShedWait:      150 * time.Millisecond,
-		ReadMaxLag:    5 * time.Second,
-		DBMaxConns:    20,
-		DBMinConns:    10,
-		LogLevel:      "info",
-		Protect:       true,
-		FareBuckets:   1,
-		HoldBatch:     64,
-		Events:        defaultEvents(),
+		HTTPAddr:         ":8080",
+		FlightHoldTTL:    10 * time.Minute,
+		CarHoldTTL:       15 * time.Minute,
+		HoldExtension:    5 * time.Minute,
+		WaitlistOfferTTL: 10 * time.Minute,
+		SweepInterval:    30 * time.Second,
+		HoldLimit:        Rate{N: 3, Window: 15 * time.Minute},
+		RequestLimit:     Rate{N: 100, Window: time.Second},
+		ShedWait:         150 * time.Millisecond,
+		ReadMaxLag:       5 * time.Second,
+		DBMaxConns:       20,
+		DBMinConns:       10,
+		LogLevel:         "info",
+		Protect:          true,
+		FareBuckets:      1,
+		HoldBatch:        64,
+		Events:           defaultEvents(),
 	}
 }
 
@@ -167,12 +174,14 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 		c.KafkaBrokers = splitList(v)
 	}
 	durations := map[string]*time.Duration{
-		"BERTH_FLIGHT_HOLD_TTL": &c.FlightHoldTTL,
-		"BERTH_CAR_HOLD_TTL":    &c.CarHoldTTL,
-		"BERTH_SWEEP_INTERVAL":  &c.SweepInterval,
-		"BERTH_SHED_WAIT":       &c.ShedWait,
-		"BERTH_AUDIT_INTERVAL":  &c.AuditInterval,
-		"BERTH_READ_MAX_LAG":    &c.ReadMaxLag,
+		"BERTH_FLIGHT_HOLD_TTL":    &c.FlightHoldTTL,
+		"BERTH_CAR_HOLD_TTL":       &c.CarHoldTTL,
+		"BERTH_SWEEP_INTERVAL":     &c.SweepInterval,
+		"BERTH_HOLD_EXTENSION":     &c.HoldExtension,
+		"BERTH_WAITLIST_OFFER_TTL": &c.WaitlistOfferTTL,
+		"BERTH_SHED_WAIT":          &c.ShedWait,
+		"BERTH_AUDIT_INTERVAL":     &c.AuditInterval,
+		"BERTH_READ_MAX_LAG":       &c.ReadMaxLag,
 	}
 	if err := envVars(getenv, durations, time.ParseDuration, "a duration like 10m"); err != nil {
 		return err
@@ -239,6 +248,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "base URL where the payment gateway reaches berth (BERTH_PUBLIC_URL)")
 	fs.DurationVar(&c.FlightHoldTTL, "flight-hold-ttl", c.FlightHoldTTL, "flight hold lifetime (BERTH_FLIGHT_HOLD_TTL)")
 	fs.DurationVar(&c.CarHoldTTL, "car-hold-ttl", c.CarHoldTTL, "car hold lifetime (BERTH_CAR_HOLD_TTL)")
+	fs.DurationVar(&c.HoldExtension, "hold-extension", c.HoldExtension, "how much one extension adds to a hold (BERTH_HOLD_EXTENSION)")
+	fs.DurationVar(&c.WaitlistOfferTTL, "waitlist-offer-ttl", c.WaitlistOfferTTL, "how long a waitlist offer is held (BERTH_WAITLIST_OFFER_TTL)")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", c.SweepInterval, "hold-expiry sweeper period (BERTH_SWEEP_INTERVAL)")
 	fs.Var(&c.HoldLimit, "hold-limit", "holds per customer per window, or off (BERTH_HOLD_LIMIT)")
 	fs.Var(&c.RequestLimit, "request-limit", "requests per client per window on every route, or off (BERTH_REQUEST_LIMIT)")
@@ -287,6 +298,7 @@ func (c *Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"BERTH_FLIGHT_HOLD_TTL": c.FlightHoldTTL, "BERTH_CAR_HOLD_TTL": c.CarHoldTTL, "BERTH_SWEEP_INTERVAL": c.SweepInterval,
+		"BERTH_HOLD_EXTENSION": c.HoldExtension, "BERTH_WAITLIST_OFFER_TTL": c.WaitlistOfferTTL,
 	} {
 		if d < time.Second || d > 24*time.Hour {
 			bad(name, "%s must be between 1s and 24h", d)

@@ -58,6 +58,7 @@ type Service struct {
 	clock     clock.Clock
 	log       *slog.Logger
 	holdTTL   time.Duration
+	offerTTL  time.Duration
 	buckets   int
 	coalescer *coalescer // nil: one transaction per hold
 	// reads serves searches and seat maps: a read-only replica when one is
@@ -70,7 +71,10 @@ type Service struct {
 
 // Config tunes a Service.
 type Config struct {
-	HoldTTL     time.Duration // how long a hold lasts (BERTH_FLIGHT_HOLD_TTL)
+	HoldTTL time.Duration // how long a hold lasts (BERTH_FLIGHT_HOLD_TTL)
+	// OfferTTL is how long a waitlist offer's hold lasts
+	// (BERTH_WAITLIST_OFFER_TTL; default 10m).
+	OfferTTL    time.Duration
 	SeatMapTTL  time.Duration // how stale a seat map may be (2–5 s)
 	SearchTTL   time.Duration // how stale a search may be
 	MaxCacheKey int
@@ -103,6 +107,9 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 	if cfg.MaxCacheKey == 0 {
 		cfg.MaxCacheKey = 10_000
 	}
+	if cfg.OfferTTL <= 0 {
+		cfg.OfferTTL = 10 * time.Minute
+	}
 	if cfg.Buckets < 1 {
 		cfg.Buckets = 1
 	}
@@ -125,6 +132,7 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 		clock:    c,
 		log:      cfg.Log,
 		holdTTL:  cfg.HoldTTL,
+		offerTTL: cfg.OfferTTL,
 		buckets:  cfg.Buckets,
 		seatMaps: guard.NewCache[*SeatMap](cfg.SeatMapTTL, cfg.MaxCacheKey),
 		searches: guard.NewCache[[]*Flight](cfg.SearchTTL, cfg.MaxCacheKey),
@@ -229,7 +237,8 @@ type FareChange struct {
 // ChangeFare applies c to a fare class, locking its buckets: it refuses
 // (fault.InvalidState) an overbooking limit below what is already sold
 // and held, and returns fault.NotFound for an unknown flight or class. The
-// class's free room is spread evenly over its buckets again.
+// class's free room is spread evenly over its buckets again, and what the
+// change frees is offered to the class's waitlist in the same transaction.
 func (s *Service) ChangeFare(ctx context.Context, id int64, class string, c FareChange) (*Fare, error) {
 	if c.OverbookLimit != nil && (*c.OverbookLimit < 0 || *c.OverbookLimit > maxCapacity) {
 		return nil, fault.Invalid("overbookLimit", "must be between 0 and %d", maxCapacity)
@@ -285,7 +294,11 @@ func (s *Service) ChangeFare(ctx context.Context, id int64, class string, c Fare
 			id, class, limit); err != nil {
 			return fmt.Errorf("change fare: %w", err)
 		}
-		return writeBuckets(ctx, tx, id, map[string][]bucket{class: bs})
+		if err := writeBuckets(ctx, tx, id, map[string][]bucket{class: bs}); err != nil {
+			return err
+		}
+		// A raised limit frees units: the line is served first.
+		return offerFreed(ctx, tx, id, class, s.clock.Now(), s.offerTTL)
 	})
 	if err != nil {
 		return nil, err
@@ -304,4 +317,4 @@ func (s *Service) ChangeFare(ctx context.Context, id int64, class string, c Fare
 }
 
 // Inventory returns the booking.Inventory of flights.
-func (s *Service) Inventory() booking.Inventory { return inventory{} }
+func (s *Service) Inventory() booking.Inventory { return inventory{offerTTL: s.offerTTL} }

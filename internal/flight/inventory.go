@@ -3,6 +3,7 @@ package flight
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -12,14 +13,17 @@ import (
 // inventory sells and releases the seats and fare counters of flight
 // bookings, for the booking lifecycle. Lock order is the same everywhere:
 // booking row, then seats in seat order, then the fare counter (the bucket
-// the booking was counted in).
-type inventory struct{}
+// the booking was counted in), then the fare class's waitlist.
+type inventory struct {
+	// offerTTL is how long a waitlist offer made with freed units lasts.
+	offerTTL time.Duration
+}
 
 // Sell turns a confirmed booking's held seats SOLD and moves its units from
 // held to sold. Every seat the booking lists must still be its own and HELD:
 // a seat reclaimed after the hold expired makes the confirmation fail
 // (booking.ErrIncomplete), never a booking with a missing seat.
-func (inventory) Sell(ctx context.Context, tx pgx.Tx, b *booking.Booking) error {
+func (inv inventory) Sell(ctx context.Context, tx pgx.Tx, b *booking.Booking) error {
 	if len(b.Seats) > 0 {
 		n, err := moveSeats(ctx, tx, b, "HELD", "SOLD")
 		if err != nil {
@@ -34,14 +38,16 @@ func (inventory) Sell(ctx context.Context, tx pgx.Tx, b *booking.Booking) error 
 	if err != nil {
 		return fmt.Errorf("move %d units of %s on flight %d to sold: %w", b.Quantity, b.FareClass, b.FlightID, err)
 	}
-	return nil
+	return offerSettled(ctx, tx, b)
 }
 
 // Release frees the seats a booking still has and gives its units back to
 // the class quota. The counter goes down by the booking's own units even if
 // some of its seats were reclaimed by a newer hold, which counted them
 // again: counters err on the safe side until then, and are exact after.
-func (inventory) Release(ctx context.Context, tx pgx.Tx, b *booking.Booking, was booking.Status) error {
+// The freed units are offered at once to the class's waitlist, in the same
+// transaction, so nobody can take them from the line in between.
+func (inv inventory) Release(ctx context.Context, tx pgx.Tx, b *booking.Booking, was booking.Status) error {
 	from, counter := "HELD", "held"
 	if was != booking.Held {
 		from, counter = "SOLD", "sold"
@@ -55,6 +61,34 @@ func (inventory) Release(ctx context.Context, tx pgx.Tx, b *booking.Booking, was
 		WHERE flight_id = $1 AND fare_class = $2 AND bucket = $3`, b.FlightID, b.FareClass, b.FareBucket, b.Quantity)
 	if err != nil {
 		return fmt.Errorf("release %d units of %s on flight %d: %w", b.Quantity, b.FareClass, b.FlightID, err)
+	}
+	if was == booking.Held {
+		if err := offerSettled(ctx, tx, b); err != nil {
+			return err
+		}
+	}
+	return offerFreed(ctx, tx, b.FlightID, b.FareClass, b.UpdatedAt, inv.offerTTL)
+}
+
+// Extended moves the deadline of a booking's held seats to the booking's
+// new one: a seat is reclaimable once its held_until passed, so a seat left
+// at the old deadline would be taken from an extended hold.
+func (inventory) Extended(ctx context.Context, tx pgx.Tx, b *booking.Booking) error {
+	if len(b.Seats) == 0 {
+		return nil
+	}
+	tag, err := tx.Exec(ctx, `WITH locked AS (
+			SELECT seat_no FROM seat WHERE flight_id = $1 AND seat_no = ANY($2) AND booking_id = $3
+			ORDER BY seat_no FOR UPDATE)
+		UPDATE seat s SET held_until = $4
+		FROM locked l
+		WHERE s.flight_id = $1 AND s.seat_no = l.seat_no AND s.booking_id = $3 AND s.status = 'HELD'`,
+		b.FlightID, b.Seats, b.ID, b.HoldExpiresAt)
+	if err != nil {
+		return fmt.Errorf("extend the seats of booking %d: %w", b.ID, err)
+	}
+	if int(tag.RowsAffected()) != len(b.Seats) {
+		return fmt.Errorf("extend the seats of booking %d: %d of %d still held: %w", b.ID, tag.RowsAffected(), len(b.Seats), booking.ErrIncomplete)
 	}
 	return nil
 }

@@ -38,6 +38,9 @@ type Deps struct {
 	Cars       *rental.Service
 	Lifecycle  *booking.Lifecycle
 	AuthSecret []byte
+	// HoldExtension is what POST /bookings/{id}/extend adds to a hold
+	// (BERTH_HOLD_EXTENSION; default 5m).
+	HoldExtension time.Duration
 	// Ready lists the dependencies /readyz checks besides the database.
 	Ready    map[string]func(context.Context) error
 	Registry *prometheus.Registry
@@ -73,6 +76,9 @@ type Server struct {
 
 // New returns the API's handler.
 func New(d Deps) *Server {
+	if d.HoldExtension <= 0 {
+		d.HoldExtension = 5 * time.Minute
+	}
 	s := &Server{Deps: d, log: d.Log, mux: newRouteMux(), metrics: newMetrics(d.Registry)}
 	if d.Guard.On() {
 		s.tokens = newTokenCache()
@@ -99,6 +105,11 @@ func (s *Server) routes() {
 	s.handle("GET /bookings/{id}", anyRole, s.getBooking)
 	s.handle("DELETE /bookings/{id}", anyRole, s.cancelBooking)
 	s.handle("POST /bookings/{id}/cancel", anyRole, s.cancelBooking)
+	s.handle("POST /bookings/{id}/extend", roles(auth.Customer), s.extendBooking)
+	s.handle("POST /bookings/{id}/seats", roles(auth.Customer), s.assignSeats)
+	s.handle("POST /flights/{id}/waitlist", roles(auth.Customer), s.joinWaitlist)
+	s.handle("GET /waitlist", roles(auth.Customer), s.listWaitlist)
+	s.handle("DELETE /waitlist/{id}", roles(auth.Customer), s.leaveWaitlist)
 	s.carRoutes()
 
 	s.surgeRoutes()

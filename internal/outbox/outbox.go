@@ -20,6 +20,8 @@ const (
 	BookingCancelled = "booking.cancelled"
 	BookingOnTrip    = "booking.on_trip"
 	BookingCompleted = "booking.completed"
+	BookingExtended  = "booking.extended"
+	WaitlistOffered  = "waitlist.offered"
 	RefundRequested  = "refund.requested"
 	RefundCompleted  = "refund.completed"
 )
