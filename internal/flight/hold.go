@@ -105,6 +105,10 @@ type fareInfo struct {
 	currency string
 	rule     string
 	buckets  int
+	// queued: the class's waitlist has WAITING entries, so whatever room
+	// it has is kept for the line (an entry that does not fit yet), and
+	// the class is sold out to anyone not in the line.
+	queued bool
 }
 
 // flightInfo is a flight's departure and the fares a hold asked for.
@@ -117,7 +121,8 @@ type flightInfo struct {
 // flightInfoSQL reads what holds on a flight ($1) need, for the fare
 // classes $2 (scanFlightInfo reads its rows).
 const flightInfoSQL = `SELECT f.departure_at, fi.fare_class, fi.price, fi.currency, fi.refund_rule::text,
-		(SELECT count(*) FROM fare_bucket b WHERE b.flight_id = f.id AND b.fare_class = fi.fare_class)
+		(SELECT count(*) FROM fare_bucket b WHERE b.flight_id = f.id AND b.fare_class = fi.fare_class),
+		EXISTS (SELECT 1 FROM waitlist w WHERE w.flight_id = f.id AND w.fare_class = fi.fare_class AND w.status = 'WAITING')
 	FROM flight f LEFT JOIN fare_inventory fi ON fi.flight_id = f.id AND fi.fare_class = ANY($2)
 	WHERE f.id = $1`
 
@@ -139,11 +144,12 @@ func scanFlightInfo(flightID int64, rows pgx.Rows, err error) (*flightInfo, erro
 		class, currency, rule *string
 		price                 *int64
 		buckets               int
+		queued                bool
 	)
-	_, err = pgx.ForEachRow(rows, []any{&info.departure, &class, &price, &currency, &rule, &buckets}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&info.departure, &class, &price, &currency, &rule, &buckets, &queued}, func() error {
 		found = true
 		if class != nil {
-			info.fares[*class] = fareInfo{price: *price, currency: *currency, rule: *rule, buckets: buckets}
+			info.fares[*class] = fareInfo{price: *price, currency: *currency, rule: *rule, buckets: buckets, queued: queued}
 		}
 		return nil
 	})
@@ -164,6 +170,8 @@ func (f *flightInfo) check(r *HoldRequest, now time.Time) (fareInfo, error) {
 		return fare, fault.Invalid("fareClass", "flight %d has no fare class %s", f.id, r.FareClass)
 	case !f.departure.After(now):
 		return fare, fault.Invalid("flightId", "flight %d has departed", f.id)
+	case fare.queued:
+		return fare, fault.New(fault.SoldOut, "fare class %s of flight %d is sold out: its waitlist is waiting", r.FareClass, f.id)
 	}
 	return fare, nil
 }

@@ -19,7 +19,10 @@ import (
 // cancellation, a raised overbooking limit) offers them, in the same
 // transaction, to the first entries that fit, as HELD quantity bookings.
 // Nobody else can take the units in between, since they are never free at
-// a commit while a fitting entry waits.
+// a commit while a fitting entry waits. While a line waits, the class is
+// sold out to holds from outside it: units freed one at a time are kept
+// for a group at the head of the line rather than taken by walk-ins, and a
+// smaller entry that joins behind the group is offered them at once.
 //
 // Locks: whatever frees units has already locked its bucket row; the offer
 // then locks the line's WAITING entries (in line order) and every bucket of
@@ -68,8 +71,10 @@ func scanWait(row pgx.Row) (*WaitEntry, error) {
 }
 
 // JoinWaitlist puts customer in the line of a fare class for quantity
-// units. The class must be sold out for that quantity: with room for it,
-// the customer is told to hold instead.
+// units. The class must be sold out for that quantity, or have a line
+// already (whose room is kept for it): otherwise the customer is told to
+// hold instead. An entry that fits the room a line keeps for a larger one
+// ahead is offered at once.
 //
 // Returns fault.ValidationFailed (bad quantity, unknown flight or class, a
 // departed flight), fault.InvalidState (room for the quantity, or the
@@ -89,14 +94,21 @@ func (s *Service) JoinWaitlist(ctx context.Context, customer, flightID int64, cl
 			return err
 		}
 		r := HoldRequest{FlightID: flightID, FareClass: class, Quantity: quantity}
-		if _, err := info.check(&r, now); err != nil {
+		if _, err := info.check(&r, now); err != nil && fault.CodeOf(err) != fault.SoldOut {
 			return err
 		}
 		bs, err := lockBuckets(ctx, tx, flightID, class)
 		if err != nil {
 			return err
 		}
-		if room := classRoom(bs); room >= quantity {
+		// Read again under the bucket locks: a release that committed
+		// before them has offered its units to the line already.
+		var queued bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM waitlist WHERE flight_id = $1 AND fare_class = $2
+			AND status = 'WAITING')`, flightID, class).Scan(&queued); err != nil {
+			return fmt.Errorf("join the waitlist of flight %d: %w", flightID, err)
+		}
+		if room := classRoom(bs); room >= quantity && !queued {
 			return fault.New(fault.InvalidState, "fare class %s of flight %d has %d units left: hold instead", class, flightID, room)
 		}
 		var id int64
@@ -107,6 +119,11 @@ func (s *Service) JoinWaitlist(ctx context.Context, customer, flightID int64, cl
 		}
 		if err != nil {
 			return fmt.Errorf("join the waitlist of flight %d: %w", flightID, err)
+		}
+		// Room the line keeps for an entry that does not fit yet goes to a
+		// smaller one that joins behind it, at once.
+		if err := offerFreed(ctx, tx, flightID, class, now, s.offerTTL); err != nil {
+			return err
 		}
 		out, err = getWait(ctx, tx, customer, id)
 		return err

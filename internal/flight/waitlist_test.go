@@ -233,3 +233,32 @@ func TestWaitlistDeclineOffer(t *testing.T) {
 	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
+
+// While a group waits for room the line keeps, a walk-in hold finds the
+// class sold out, and a single who joins behind the group is served at
+// once from that room.
+func TestWaitlistKeepsRoomForTheLine(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "ABC")})
+	path := fmt.Sprintf("/flights/%d/waitlist", flightID)
+	a := id(t, post(s, 10, "/bookings", holdQty(flightID, "ECONOMY", 2)), "bookingId")
+	mustStatus(t, "hold", post(s, 11, "/bookings", holdQty(flightID, "ECONOMY", 1)), http.StatusCreated, "")
+	group := id(t, post(s, 1, path, map[string]any{"fareClass": "ECONOMY", "quantity": 3}), "waitlistId")
+	// 2 come back; the group of 3 does not fit and keeps its place.
+	mustStatus(t, "cancel", post(s, 10, fmt.Sprintf("/bookings/%d/cancel", a), nil), http.StatusOK, "")
+	if e := waitEntry(t, s.App.Pool, group); e.status != "WAITING" {
+		t.Fatalf("group = %+v, want WAITING", e)
+	}
+	mustStatus(t, "walk-in seat hold", post(s, 20, "/bookings", hold(flightID, "ECONOMY", "12A")), http.StatusConflict, "sold_out")
+	mustStatus(t, "walk-in quantity hold", post(s, 20, "/bookings", holdQty(flightID, "ECONOMY", 1)), http.StatusConflict, "sold_out")
+	r := post(s, 2, path, map[string]any{"fareClass": "ECONOMY", "quantity": 2})
+	mustStatus(t, "a pair joins behind the group", r, http.StatusCreated, "")
+	if m := r.Map(t); m["status"] != "OFFERED" || m["bookingId"] == nil {
+		t.Errorf("pair = %s, want OFFERED at once", r.Body)
+	}
+	if e := waitEntry(t, s.App.Pool, group); e.status != "WAITING" {
+		t.Errorf("group = %+v, want still WAITING", e)
+	}
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
+}
