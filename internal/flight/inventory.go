@@ -57,6 +57,9 @@ func (inv inventory) Release(ctx context.Context, tx pgx.Tx, b *booking.Booking,
 			return err
 		}
 	}
+	if err := lockForLine(ctx, tx, b.FlightID, b.FareClass); err != nil {
+		return err
+	}
 	_, err := tx.Exec(ctx, `UPDATE fare_bucket SET `+counter+` = `+counter+` - $4
 		WHERE flight_id = $1 AND fare_class = $2 AND bucket = $3`, b.FlightID, b.FareClass, b.FareBucket, b.Quantity)
 	if err != nil {
@@ -111,4 +114,22 @@ func moveSeats(ctx context.Context, tx pgx.Tx, b *booking.Booking, from, to stri
 		return 0, fmt.Errorf("move seats of booking %d from %s to %s: %w", b.ID, from, to, err)
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// lockForLine locks every bucket of the class, in bucket order, when its
+// waitlist has WAITING entries, before a release touches its own bucket:
+// the offer that follows locks them all, and releases that each held one
+// bucket first would deadlock on each other's. Without a line a release
+// locks only its bucket, as before.
+func lockForLine(ctx context.Context, tx pgx.Tx, flightID int64, class string) error {
+	var queued bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM waitlist WHERE flight_id = $1 AND fare_class = $2
+		AND status = 'WAITING')`, flightID, class).Scan(&queued); err != nil {
+		return fmt.Errorf("read the waitlist of flight %d: %w", flightID, err)
+	}
+	if !queued {
+		return nil
+	}
+	_, err := lockBuckets(ctx, tx, flightID, class)
+	return err
 }
