@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/payment"
+	"berth.dev/berth/internal/payment/paytest"
 )
 
 func post(s *apptest.Server, customer int64, path string, body any) *apptest.Response {
@@ -259,6 +261,59 @@ func TestWaitlistKeepsRoomForTheLine(t *testing.T) {
 	}
 	if e := waitEntry(t, s.App.Pool, group); e.status != "WAITING" {
 		t.Errorf("group = %+v, want still WAITING", e)
+	}
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
+}
+
+// An offer's customer pays at the last moment while the sweeper expires
+// the offer: the late money is never taken for a lapsed offer (refunded),
+// the unit goes on to the next entry, and nothing is sold twice.
+func TestWaitlistOfferExpiresWhileItsCustomerPays(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "A")})
+	path := fmt.Sprintf("/flights/%d/waitlist", flightID)
+	ctx := context.Background()
+	h := id(t, post(s, 10, "/bookings", holdQty(flightID, "ECONOMY", 1)), "bookingId")
+	a := id(t, post(s, 1, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
+	b := id(t, post(s, 2, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
+	mustStatus(t, "cancel", post(s, 10, fmt.Sprintf("/bookings/%d/cancel", h), nil), http.StatusOK, "")
+	offer := waitEntry(t, s.App.Pool, a).bookingID
+	s.Clock.Advance(10 * time.Minute) // the offer's deadline, to the microsecond
+
+	charge := paytest.Charge(t, s.App.Pool, offer)
+	rs := apptest.Race(2, func(i int) error {
+		if i == 0 {
+			if r := paytest.Send(t, s.URL, s.Clock.Now(), payment.ChargeSucceeded, charge); r.Status != http.StatusOK {
+				return fmt.Errorf("webhook: %d %s", r.Status, r.Body)
+			}
+			return nil
+		}
+		_, err := s.App.Sweeper.Pass(ctx)
+		return err
+	})
+	for _, err := range rs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.App.Sweeper.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var status string
+	var refunds int
+	if err := s.App.Pool.QueryRow(ctx, `SELECT status, (SELECT count(*) FROM outbox WHERE booking_id = $1 AND type = 'refund.requested')
+		FROM booking WHERE id = $1`, offer).Scan(&status, &refunds); err != nil {
+		t.Fatal(err)
+	}
+	if status != "EXPIRED" || refunds != 1 {
+		t.Errorf("the lapsed offer is %s with %d refund requests, want EXPIRED and 1 (late money back)", status, refunds)
+	}
+	if e := waitEntry(t, s.App.Pool, a); e.status != "DONE" {
+		t.Errorf("a = %+v, want DONE", e)
+	}
+	if e := waitEntry(t, s.App.Pool, b); e.status != "OFFERED" {
+		t.Errorf("b = %+v, want OFFERED with the unit a's offer gave back", e)
 	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
