@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/outbox"
 )
 
 // Notification is one message to a customer about their booking.
@@ -48,8 +50,10 @@ const NotificationsName = "notifications"
 // Name implements Consumer.
 func (Notifications) Name() string { return NotificationsName }
 
-// Wants takes the booking status changes.
-func (Notifications) Wants(e Event) bool { return strings.HasPrefix(e.Type, "booking.") }
+// Wants takes the booking status changes and waitlist offers.
+func (Notifications) Wants(e Event) bool {
+	return strings.HasPrefix(e.Type, "booking.") || e.Type == outbox.WaitlistOffered
+}
 
 // Handle implements Consumer.
 func (n Notifications) Handle(ctx context.Context, _ pgx.Tx, e Event) error {
@@ -58,6 +62,13 @@ func (n Notifications) Handle(ctx context.Context, _ pgx.Tx, e Event) error {
 		return fmt.Errorf("decode booking: %w", err)
 	}
 	text := fmt.Sprintf("Your booking %d is now %s.", v.BookingID, strings.ToLower(string(v.Status)))
+	switch {
+	case e.Type == outbox.WaitlistOffered && v.HoldExpiresAt != nil:
+		text = fmt.Sprintf("Good news: %d seat(s) came free on your waitlist. Booking %d holds them for you until %s; pay before then.",
+			v.Quantity, v.BookingID, v.HoldExpiresAt.Format(time.RFC3339))
+	case e.Type == outbox.BookingExtended && v.HoldExpiresAt != nil:
+		text = fmt.Sprintf("Your booking %d is held until %s.", v.BookingID, v.HoldExpiresAt.Format(time.RFC3339))
+	}
 	for _, ch := range Channels {
 		err := n.Sender.Send(ctx, Notification{ID: e.ID + ":" + ch, Channel: ch, CustomerID: v.CustomerID,
 			BookingID: v.BookingID, Event: e.Type, Status: v.Status, Text: text})

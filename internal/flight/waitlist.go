@@ -265,24 +265,16 @@ func offerFreed(ctx context.Context, tx pgx.Tx, flightID int64, class string, no
 	if int(tag.RowsAffected()) != len(entries) {
 		return fmt.Errorf("offer to the waitlist of flight %d: %d of %d entries were still waiting", flightID, tag.RowsAffected(), len(entries))
 	}
-	for i, b := range made {
+	for _, b := range made {
 		if err := booking.Record(ctx, tx, b, now); err != nil {
 			return err
 		}
-		err := outbox.Write(ctx, tx, outbox.Event{BookingID: b.ID, Type: outbox.WaitlistOffered, Time: now,
-			Data: Offer{View: b.View(), WaitlistID: entries[i]}})
+		err := outbox.Write(ctx, tx, outbox.Event{BookingID: b.ID, Type: outbox.WaitlistOffered, Time: now, Data: b.View()})
 		if err != nil {
 			return err
 		}
 	}
 	return writeBuckets(ctx, tx, flightID, map[string][]bucket{class: bs})
-}
-
-// Offer is the data of a waitlist.offered event: the booking made for the
-// entry, and the entry's id.
-type Offer struct {
-	booking.View
-	WaitlistID int64 `json:"waitlistId"`
 }
 
 // offerSettled marks the waitlist entry whose offer b was DONE, now that b

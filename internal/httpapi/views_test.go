@@ -310,8 +310,8 @@ func TestAdminEventsAndAudit(t *testing.T) {
 	v.do(403, "/admin/events", "GET", "/admin/events", auth.Host, 1)
 	v.do(404, "/admin/audit", "GET", "/admin/audit", auth.Admin, 1)
 	run := v.do(200, "/admin/audit", "POST", "/admin/audit", auth.Admin, 1).Map(t)
-	if run["ok"] != true || len(run["results"].([]any)) != 7 {
-		t.Errorf("audit %v: want seven invariants, all holding", run)
+	if run["ok"] != true || len(run["results"].([]any)) != 8 {
+		t.Errorf("audit %v: want eight invariants, all holding", run)
 	}
 	last := v.do(200, "/admin/audit", "GET", "/admin/audit", auth.Admin, 1).Map(t)
 	if last["ranAt"] != run["ranAt"] {
