@@ -230,8 +230,14 @@ func TestWaitlistDeclineOffer(t *testing.T) {
 	if e := waitEntry(t, s.App.Pool, a); e.status != "DONE" {
 		t.Errorf("a after declining = %+v, want DONE", e)
 	}
-	if e := waitEntry(t, s.App.Pool, b); e.status != "OFFERED" {
-		t.Errorf("b after a declined = %+v, want OFFERED", e)
+	eb := waitEntry(t, s.App.Pool, b)
+	if eb.status != "OFFERED" {
+		t.Fatalf("b after a declined = %+v, want OFFERED", eb)
+	}
+	// b pays: the booking is confirmed and the entry is DONE.
+	paytest.Pay(t, s, eb.bookingID)
+	if e := waitEntry(t, s.App.Pool, b); e.status != "DONE" {
+		t.Errorf("b after paying = %+v, want DONE", e)
 	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
