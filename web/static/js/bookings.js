@@ -16,9 +16,48 @@ export async function bookingsPage(page) {
   const r = await api('GET', '/bookings?limit=50');
   if (!r.bookings.length) {
     page.main.append(h('p', {}, 'No bookings yet. ', h('a', { href: '/app/' }, 'Find a flight'), ' or ', h('a', { href: '/app/cars' }, 'rent a car'), '.'));
-    return;
+  } else {
+    page.main.append(bookingTable(r.bookings));
   }
-  page.main.append(bookingTable(r.bookings));
+  if (claims().role === 'customer') page.main.append(await waitlistSection());
+}
+
+// waitlistSection lists the caller's places in the lines of sold-out fare
+// classes: a waiting entry can be left; an offered one links to its
+// booking, whose page counts the offer's hold down.
+async function waitlistSection() {
+  const errors = slot();
+  const box = h('section', { 'aria-label': 'Waitlist' });
+  async function load() {
+    const r = await api('GET', '/waitlist');
+    if (!r.waitlist.length) {
+      box.replaceChildren();
+      return;
+    }
+    box.replaceChildren(h('h2', {}, 'My waitlist'), errors.el, h('table', {},
+      h('thead', {}, h('tr', {}, h('th', {}, 'Flight'), h('th', {}, 'Class'), h('th', { class: 'num' }, 'Seats'), h('th', {}, 'Status'), h('th', {}, ''))),
+      h('tbody', {}, r.waitlist.map((e) => h('tr', { dataset: { waitlist: e.waitlistId } },
+        h('td', {}, h('a', { href: `/app/flights/${e.flightId}` }, `#${e.flightId}`)),
+        h('td', {}, titleCase(e.fareClass)),
+        h('td', { class: 'num' }, String(e.quantity)),
+        h('td', {}, h('span', { class: 'status', dataset: { waitlistStatus: e.status } },
+          e.status === 'WAITING' ? `Waiting, number ${e.position} in line` : titleCase(e.status))),
+        h('td', {},
+          e.status === 'OFFERED' ? h('a', { href: `/app/bookings/${e.bookingId}`, dataset: { action: 'offer' } }, 'Your offer: pay before it lapses') : null,
+          e.status === 'WAITING' ? h('button', { type: 'button', class: 'secondary', dataset: { action: 'leave-waitlist' }, onclick: () => leave(e.waitlistId) }, 'Leave the line') : null))))));
+  }
+  async function leave(id) {
+    errors.clear();
+    try {
+      await api('DELETE', `/waitlist/${id}`);
+      announce('You left the line.');
+      await load();
+    } catch (err) {
+      errors.error(err);
+    }
+  }
+  await load();
+  return box;
 }
 
 // bookingTable lists bookings with links to their pages.
@@ -79,7 +118,10 @@ export async function bookingPage(page, id) {
       };
       show();
       tick = setInterval(show, 1000);
-      if (me && String(b.customerId) === me.sub && me.role === 'customer') actions.append(h('button', { type: 'button', dataset: { action: 'pay' }, onclick: pay }, `Pay ${money(b.amount, b.currency)}`));
+      if (me && String(b.customerId) === me.sub && me.role === 'customer') {
+        actions.append(h('button', { type: 'button', dataset: { action: 'pay' }, onclick: pay }, `Pay ${money(b.amount, b.currency)}`));
+        actions.append(h('button', { type: 'button', class: 'secondary', dataset: { action: 'extend' }, onclick: extend }, 'More time'));
+      }
     }
     if (b.kind === 'car' && me && (me.role === 'host' || me.role === 'admin')) {
       if (b.status === 'CONFIRMED') actions.append(h('button', { type: 'button', dataset: { action: 'pickup' }, onclick: () => move('pickup') }, 'Hand over (pick-up)'));
@@ -120,6 +162,20 @@ export async function bookingPage(page, id) {
     } catch (err) {
       errors.error(err);
       reload();
+    }
+  }
+
+  // extend asks for the one extension a hold may have; the server says no
+  // (shown with its code) when it was extended already or a line waits.
+  async function extend() {
+    errors.clear();
+    try {
+      b = await api('POST', `/bookings/${id}/extend`);
+      await loadEvents();
+      draw();
+      announce(`The hold now lasts until ${dateTime(b.holdExpiresAt, ctx.tz)}.`);
+    } catch (err) {
+      errors.error(err);
     }
   }
 

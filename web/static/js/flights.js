@@ -158,8 +158,33 @@ export async function flightPage(page, id) {
         return;
       }
       errors.error(err);
+      if (err.code === 'sold_out' && claims()?.role === 'customer') offerWaitlist(body.fareClass, mode === 'seats' ? body.seats.length : body.quantity);
       if (err.code === 'seat_unavailable' || err.code === 'sold_out') await refresh();
     }
+  }
+
+  // offerWaitlist lets a customer who found the class sold out join its
+  // line for the same number of seats: freed seats are offered in line
+  // order, as a hold with its own countdown.
+  function offerWaitlist(fareClass, quantity) {
+    const join = async () => {
+      try {
+        const e = await api('POST', `/flights/${f.id}/waitlist`, { body: { fareClass, quantity } });
+        if (e.status === 'OFFERED') {
+          page.navigate(`/app/bookings/${e.bookingId}`);
+          return;
+        }
+        waiting.show(h('div', { class: 'notice', role: 'status', dataset: { waitlistStatus: e.status } },
+          `You are number ${e.position} in line for ${quantity} ${titleCase(fareClass)} seat(s). `,
+          'When seats come free they are held for you and shown under ', h('a', { href: '/app/bookings' }, 'My bookings'), '.'));
+        announce(`On the waitlist: number ${e.position} in line.`);
+      } catch (err) {
+        waiting.clear();
+        errors.error(err);
+      }
+    };
+    waiting.show(h('div', { class: 'notice' }, `${titleCase(fareClass)} is sold out for ${quantity} seat(s). `,
+      h('button', { type: 'button', dataset: { action: 'join-waitlist' }, onclick: join }, 'Join the waitlist')));
   }
 
   // waitInRoom shows the queue and goes on by itself once admitted: the
