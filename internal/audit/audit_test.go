@@ -76,3 +76,58 @@ func TestI3FindsOverlapsIncludingTurnaround(t *testing.T) {
 		t.Errorf("I3 with a blocked range lacking the turnaround: ok=%v %v", r.OK, r.Violations)
 	}
 }
+
+func result(t *testing.T, pool *pgxpool.Pool, now time.Time, id string) audit.Result {
+	t.Helper()
+	results, err := audit.Run(context.Background(), pool, audit.Options{Now: now, SweepInterval: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		if r.ID == id {
+			return r
+		}
+	}
+	t.Fatalf("no %s in the audit", id)
+	return audit.Result{}
+}
+
+// I8 finds a fitting entry left waiting beside free units, and an offered
+// entry whose booking is no longer a live hold, written here by hand past
+// the code that would never leave them.
+func TestI8FindsAWaitingEntryBesideFreeUnitsAndADeadOffer(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`INSERT INTO flight (code, origin, destination, departure_at, arrival_at, departure_date)
+		VALUES ('VN1', 'SGN', 'HAN', $1::timestamptz, $2, $1::timestamptz::date)`, now.Add(48*time.Hour), now.Add(50*time.Hour))
+	exec(`WITH f AS (INSERT INTO fare_inventory (flight_id, fare_class, price, currency, capacity, refund_rule)
+			VALUES (1, 'ECONOMY', 100, 'VND', 2, '[]') RETURNING flight_id, fare_class)
+		INSERT INTO fare_bucket (flight_id, fare_class, bucket, quota, held) SELECT flight_id, fare_class, 0, 2, 1 FROM f`)
+	exec(`INSERT INTO booking (kind, status, customer_id, amount, currency, hold_expires_at, starts_at, refund_rule,
+			flight_id, fare_class, quantity, fare_bucket, created_at, updated_at)
+		VALUES ('flight', 'HELD', 5, 100, 'VND', $1, $2, '[]', 1, 'ECONOMY', 1, 0, $3, $3)`, now.Add(10*time.Minute), now.Add(48*time.Hour), now)
+	exec(`INSERT INTO waitlist (flight_id, fare_class, customer_id, quantity, created_at, updated_at) VALUES (1, 'ECONOMY', 7, 2, $1, $1)`, now)
+	if r := result(t, pool, now, "I8"); !r.OK {
+		t.Fatalf("I8 with 1 unit free and an entry of 2 waiting: %v", r.Violations)
+	}
+	exec(`INSERT INTO waitlist (flight_id, fare_class, customer_id, quantity, created_at, updated_at) VALUES (1, 'ECONOMY', 8, 1, $1, $1)`, now)
+	r := result(t, pool, now, "I8")
+	if r.OK || r.Count != 1 || !strings.Contains(r.Violations[0], "1 units free while waitlist entry 2 waits for 1") {
+		t.Errorf("I8 with 1 unit free and an entry of 1 waiting: ok=%v %v", r.OK, r.Violations)
+	}
+	exec(`UPDATE waitlist SET status = 'OFFERED', booking_id = 1 WHERE id = 2`)
+	exec(`UPDATE waitlist SET customer_id = 5, quantity = 1 WHERE id = 2`)
+	exec(`UPDATE booking SET status = 'EXPIRED'`)
+	r = result(t, pool, now, "I8")
+	if r.OK || !strings.Contains(strings.Join(r.Violations, "\n"), "waitlist entry 2 is OFFERED with booking 1, which is EXPIRED") {
+		t.Errorf("I8 with an offer that expired but an entry still OFFERED: ok=%v %v", r.OK, r.Violations)
+	}
+}
