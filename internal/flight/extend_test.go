@@ -222,3 +222,41 @@ func TestExtendRacesSweepersTwoProcesses(t *testing.T) {
 	t.Logf("%d holds extended at their deadline ±20 ms through two processes: %v", len(holds), got)
 	apptest.MustAudit(t, pool, time.Now())
 }
+
+// A join under way when an extension runs: the extension waits for it and
+// is refused once the entry is committed, instead of extending past a line
+// that it could not see yet.
+func TestExtendWaitsForAJoinUnderWay(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "A")})
+	ctx := context.Background()
+	bid := id(t, post(s, 1, "/bookings", holdQty(flightID, "ECONOMY", 1)), "bookingId")
+
+	// What a join does, held open: the class's buckets locked, the entry
+	// written, not yet committed.
+	tx, err := s.App.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM fare_bucket WHERE flight_id = $1 FOR UPDATE`, flightID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO waitlist (flight_id, fare_class, customer_id, quantity, created_at, updated_at)
+		VALUES ($1, 'ECONOMY', 2, 1, $2, $2)`, flightID, s.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	answer := make(chan *apptest.Response, 1)
+	go func() { answer <- post(s, 1, fmt.Sprintf("/bookings/%d/extend", bid), nil) }()
+	select {
+	case r := <-answer:
+		t.Fatalf("the extension answered %d %s while a join was under way; want it to wait", r.Status, r.Body)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustStatus(t, "extension after the join", <-answer, http.StatusConflict, "invalid_state")
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/fault"
 )
 
 // inventory sells and releases the seats and fare counters of flight
@@ -76,7 +77,36 @@ func (inv inventory) Release(ctx context.Context, tx pgx.Tx, b *booking.Booking,
 // Extended moves the deadline of a booking's held seats to the booking's
 // new one: a seat is reclaimable once its held_until passed, so a seat left
 // at the old deadline would be taken from an extended hold.
+//
+// It then makes sure no waitlist started waiting for the class meanwhile:
+// the extension's own check ran on its statement's snapshot, and a join
+// that committed after it would leave the entry waiting behind a hold that
+// was extended anyway. Joining locks the class's buckets for update, so a
+// share lock here waits for a join under way, and the check read after it
+// sees its entry.
 func (inventory) Extended(ctx context.Context, tx pgx.Tx, b *booking.Booking) error {
+	if err := extendSeats(ctx, tx, b); err != nil {
+		return err
+	}
+	// Two statements: the second's snapshot is taken after the lock.
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM fare_bucket WHERE flight_id = $1 AND fare_class = $2 ORDER BY bucket FOR SHARE`,
+		b.FlightID, b.FareClass); err != nil {
+		return fmt.Errorf("lock the quota of flight %d: %w", b.FlightID, err)
+	}
+	var queued bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM waitlist WHERE flight_id = $1 AND fare_class = $2 AND status = 'WAITING')`,
+		b.FlightID, b.FareClass).Scan(&queued)
+	if err != nil {
+		return fmt.Errorf("check the waitlist of flight %d: %w", b.FlightID, err)
+	}
+	if queued {
+		return fault.New(fault.InvalidState, "a waitlist is waiting for this fare class: the hold cannot be extended")
+	}
+	return nil
+}
+
+// extendSeats moves b's held seats to its new deadline.
+func extendSeats(ctx context.Context, tx pgx.Tx, b *booking.Booking) error {
 	if len(b.Seats) == 0 {
 		return nil
 	}
