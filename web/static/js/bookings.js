@@ -19,7 +19,10 @@ export async function bookingsPage(page) {
   } else {
     page.main.append(bookingTable(r.bookings));
   }
-  if (claims().role === 'customer') page.main.append(await waitlistSection());
+  if (claims().role === 'customer') {
+    const line = await waitlistSection();
+    if (line.childElementCount) page.main.append(line);
+  }
 }
 
 // waitlistSection lists the caller's places in the lines of sold-out fare
