@@ -36,7 +36,7 @@ func NewPeriodic(pool *pgxpool.Pool, now func() time.Time, o Options, interval t
 		pool: pool, now: now, opts: o, interval: interval, log: log,
 		violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "berth_audit_violations",
-			Help: "Violations the last audit found, per invariant (I1…I7); 0 when it holds.",
+			Help: "Violations the last audit found, per invariant (I1…I8); 0 when it holds.",
 		}, []string{"invariant"}),
 		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "berth_audit_last_run_timestamp_seconds",
