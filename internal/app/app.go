@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -53,6 +55,9 @@ type Options struct {
 	// Dev serves the development sign-in page /dev/login (`berth dev`
 	// only: it signs anyone in as anyone).
 	Dev bool
+	// PoolTracer, when set, also traces the pool's statements (benchmarks
+	// count round trips with it).
+	PoolTracer pgx.QueryTracer
 }
 
 // App is a wired berth service.
@@ -106,6 +111,12 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	tracer := &guard.AcquireTracer{}
 	if cfg.Protect {
 		pc.Tracer = tracer
+	}
+	if o.PoolTracer != nil {
+		pc.Tracer = o.PoolTracer
+		if cfg.Protect {
+			pc.Tracer = multitracer.New(tracer, o.PoolTracer)
+		}
 	}
 	pool, err := pg.Open(ctx, cfg.DatabaseURL, pc)
 	if err != nil {

@@ -1,0 +1,332 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/pg"
+	"berth.dev/berth/internal/pg/pgtest"
+	"berth.dev/berth/internal/policy"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	apptest.Cleanup()
+	os.Exit(code)
+}
+
+// BenchmarkEverydayHold is the quiet day: one client, holding one seat at a
+// time on one flight nobody else buys, over HTTP, closed loop. It reports
+// what a hold costs PostgreSQL: commits and rollbacks per hold (from
+// pg_stat_database over the run, every transaction of the process counted:
+// the hold, the event relay, every consumer, the background work) and
+// round trips per hold (every statement or pipelined batch berth sent),
+// beside the latency. The modes run side by side:
+//
+//   - berth: the defaults (surge layers on, events relayed and consumed in
+//     serve, every consumer running);
+//   - protect-off: BERTH_PROTECT=off;
+//   - no-events: BERTH_PROTECT=off, BERTH_EVENTS_IN_SERVE=false;
+//   - plain: the seed's plain per-request transaction (counter, booking,
+//     seats) behind a bare net/http handler, the baseline.
+//
+// Run it with a fixed count so that every mode does the same work:
+//
+//	./scripts/testenv.sh go test -run '^$' -bench EverydayHold -benchtime 2000x ./internal/app/
+func BenchmarkEverydayHold(b *testing.B) {
+	for _, mode := range []string{"plain", "berth", "protect-off", "no-events"} {
+		b.Run(mode, func(b *testing.B) {
+			url := pgtest.NewURL(b)
+			flights := everydayFlights(b, url, b.N)
+			var target string
+			var stop func()
+			counter := &statementCounter{}
+			if mode == "plain" {
+				target, stop = startPlain(b, url, counter)
+			} else {
+				target, stop = startEveryday(b, url, counter, func(c *config.Config) {
+					c.Protect = mode == "berth"
+					c.Events.InServe = mode != "no-events"
+				})
+			}
+			tok := apptest.Token(b, "customer", 7, time.Now())
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+			before := flushedStats(b, url)
+			counter.n.Store(0)
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				f := flights[i/everydaySeatsPerFlight]
+				seat := everydaySeat(i % everydaySeatsPerFlight)
+				body := fmt.Sprintf(`{"flightId":%d,"fareClass":"ECONOMY","seats":["%s"]}`, f, seat)
+				start := time.Now()
+				status, answer := post(b, client, target+"/bookings", tok, body)
+				lat = append(lat, time.Since(start))
+				if status != http.StatusCreated {
+					b.Fatalf("hold %d: %d %s", i, status, answer)
+				}
+			}
+			b.StopTimer()
+			elapsed := b.Elapsed()
+			trips := counter.n.Load()
+			stop() // closes every connection: PostgreSQL flushes their statistics
+			after := flushedStats(b, url)
+			slices.Sort(lat)
+			n := float64(b.N)
+			b.ReportMetric(n/elapsed.Seconds(), "holds/s")
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(after.commits-before.commits)/n, "commits/hold")
+			b.ReportMetric(float64(after.rollbacks-before.rollbacks)/n, "rollbacks/hold")
+			b.ReportMetric(float64(trips)/n, "roundtrips/hold")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+const everydaySeatsPerFlight = 60 * 6
+
+func everydaySeat(i int) string { return fmt.Sprintf("%d%c", i/6+1, "ABCDEF"[i%6]) }
+
+// everydayFlights inserts enough flights of 360 seats for n holds, each
+// with one ECONOMY class in one bucket, directly in the database.
+func everydayFlights(b *testing.B, url string, n int) []int64 {
+	b.Helper()
+	ctx := context.Background()
+	pool := pgtest.Open(b, url)
+	defer pool.Close()
+	rule, _ := json.Marshal(policy.FlightDefault)
+	var ids []int64
+	dep := time.Now().Add(7 * 24 * time.Hour)
+	for range n/everydaySeatsPerFlight + 1 {
+		var id int64
+		err := pool.QueryRow(ctx, `INSERT INTO flight (code, origin, destination, departure_at, arrival_at, departure_date)
+			VALUES ('VN' || (1000 + (random() * 90000)::int), 'SGN', 'HAN', $1::timestamptz, $2, $1::timestamptz::date) RETURNING id`,
+			dep, dep.Add(2*time.Hour)).Scan(&id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `WITH fare AS (
+				INSERT INTO fare_inventory (flight_id, fare_class, price, currency, capacity, refund_rule)
+				VALUES ($1, 'ECONOMY', 1500000, 'VND', $2, $3) RETURNING flight_id, fare_class, capacity)
+			INSERT INTO fare_bucket (flight_id, fare_class, bucket, quota) SELECT flight_id, fare_class, 0, capacity FROM fare`,
+			id, everydaySeatsPerFlight, rule); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO seat (flight_id, seat_no, fare_class)
+			SELECT $1, r || l, 'ECONOMY' FROM generate_series(1, 60) r, unnest(string_to_array('ABCDEF', NULL)) l`, id); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+type xactStats struct{ commits, rollbacks int64 }
+
+// flushedStats waits until no connection other than its own is open on
+// url's database (a backend flushes its statistics when it ends; an idle
+// one may keep them for up to 10 s) and returns the database's transaction
+// counters.
+func flushedStats(b *testing.B, url string) xactStats {
+	b.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var s xactStats
+	for range 200 {
+		var others int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others); err != nil {
+			b.Fatal(err)
+		}
+		if others == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := conn.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+		b.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&s.commits, &s.rollbacks); err != nil {
+		b.Fatal(err)
+	}
+	// The two statements above are transactions of this connection, which
+	// has not ended yet: they are not in s.
+	return s
+}
+
+// statementCounter counts round trips: every statement and every pipelined
+// batch sent on a connection.
+type statementCounter struct{ n atomic.Int64 }
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	if !inBatch(ctx) {
+		c.n.Add(1)
+	}
+	return ctx
+}
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return context.WithValue(ctx, batchKey{}, true)
+}
+func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+type batchKey struct{}
+
+func inBatch(ctx context.Context) bool { v, _ := ctx.Value(batchKey{}).(bool); return v }
+
+// startEveryday runs berth on url with the real clock and counter tracing
+// its pool, and returns its address and a function that stops it and closes
+// its connections.
+func startEveryday(b *testing.B, url string, counter *statementCounter, adjust func(*config.Config)) (string, func()) {
+	b.Helper()
+	cfg := apptest.TestConfig(url)
+	cfg.DBMaxConns = 16
+	adjust(&cfg)
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := app.New(ctx, cfg, app.Options{PoolTracer: counter})
+	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, ln) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("run: %v", err)
+		}
+		a.Close()
+	}
+	b.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
+}
+
+// startPlain serves POST /bookings with the seed's plain hold: one
+// transaction that reserves the counter, inserts the booking and takes the
+// seats, each a conditional statement whose row count decides.
+func startPlain(b *testing.B, url string, counter *statementCounter) (string, func()) {
+	b.Helper()
+	pool, err := pg.Open(context.Background(), url, pg.PoolConfig{MaxConns: 16, Tracer: counter})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			FlightID  int64    `json:"flightId"`
+			FareClass string   `json:"fareClass"`
+			Seats     []string `json:"seats"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		slices.Sort(req.Seats)
+		id, err := plainHold(r.Context(), pool, req.FlightID, req.FareClass, req.Seats)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":%d,"status":"HELD"}`, id)
+	}))
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		srv.Close()
+		pool.Close()
+	}
+	b.Cleanup(stop)
+	return srv.URL, stop
+}
+
+func plainHold(ctx context.Context, pool *pgxpool.Pool, flightID int64, class string, seats []string) (int64, error) {
+	var id int64
+	err := pg.InTx(ctx, pool, func(tx pgx.Tx) error {
+		n := len(seats)
+		tag, err := tx.Exec(ctx, `UPDATE fare_bucket SET held = held + $3
+			WHERE flight_id = $1 AND fare_class = $2 AND bucket = 0 AND sold + held + $3 <= quota`, flightID, class, n)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("sold out")
+		}
+		until := time.Now().Add(10 * time.Minute)
+		if err := tx.QueryRow(ctx, `INSERT INTO booking (kind, status, customer_id, amount, currency, hold_expires_at,
+				starts_at, refund_rule, flight_id, fare_class, seats, quantity, fare_bucket, created_at, updated_at)
+			VALUES ('flight', 'HELD', 7, 1500000 * $4, 'VND', $3, $3, '{}', $1, $2, $5, $4, 0, now(), now()) RETURNING id`,
+			flightID, class, until, n, seats).Scan(&id); err != nil {
+			return err
+		}
+		var tag2 pgconn.CommandTag
+		tag2, err = tx.Exec(ctx, `UPDATE seat SET status = 'HELD', booking_id = $3, held_until = $4
+			WHERE flight_id = $1 AND seat_no = ANY($2) AND (status = 'AVAILABLE' OR (status = 'HELD' AND held_until < now()))`,
+			flightID, seats, id, until)
+		if err != nil {
+			return err
+		}
+		if int(tag2.RowsAffected()) != n {
+			return fmt.Errorf("seat unavailable")
+		}
+		return nil
+	})
+	return id, err
+}
+
+func post(b *testing.B, c *http.Client, url, token, body string) (int, string) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
