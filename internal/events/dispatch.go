@@ -107,12 +107,7 @@ func (d *Dispatcher) DeliverAll(ctx context.Context, consumers []Consumer, evs [
 // retries and parking. An effect outside the database may then happen
 // twice, which it must bear anyway (at least once).
 func (d *Dispatcher) deliverBatch(ctx context.Context, c Consumer, evs []Event) error {
-	var wanted []Event
-	for _, e := range evs {
-		if s, ok := c.(Selective); !ok || s.Wants(e) {
-			wanted = append(wanted, e)
-		}
-	}
+	wanted := wantedBy(c, evs)
 	if len(wanted) == 0 {
 		return nil
 	}
@@ -121,40 +116,9 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, c Consumer, evs []Event) 
 	}
 	var counts [parked + 1][]Event
 	err := pg.InTx(ctx, d.DB, func(tx pgx.Tx) error {
-		counts = [parked + 1][]Event{}
-		now := d.Clock.Now()
-		blocked, err := parkedBookings(ctx, tx, c.Name(), wanted)
-		if err != nil {
-			return err
-		}
-		var ids []string
-		for _, e := range wanted {
-			if !blocked[e.BookingID] {
-				ids = append(ids, e.ID)
-			}
-		}
-		claimed, err := claim(ctx, tx, c.Name(), ids, now)
-		if err != nil {
-			return err
-		}
-		for _, e := range wanted {
-			switch {
-			case blocked[e.BookingID]:
-				if _, err := park(ctx, tx, c.Name(), e, now, 0, now, ""); err != nil {
-					return err
-				}
-				counts[parked] = append(counts[parked], e)
-			case !claimed[e.ID]:
-				counts[duplicate] = append(counts[duplicate], e)
-			default:
-				if err := handle(ctx, c, tx, e); err != nil {
-					d.failed(c, e, err)
-					return err
-				}
-				counts[processed] = append(counts[processed], e)
-			}
-		}
-		return nil
+		var err error
+		counts, err = d.deliverIn(ctx, tx, c, wanted, "")
+		return err
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -169,54 +133,168 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, c Consumer, evs []Event) 
 		}
 		return nil
 	}
+	d.countAll(c, counts)
+	return nil
+}
+
+func (d *Dispatcher) countAll(c Consumer, counts [parked + 1][]Event) {
 	for out, es := range counts {
 		for _, e := range es {
 			d.count(c, e, outcome(out))
 		}
 	}
-	return nil
 }
 
-// parkedBookings returns which bookings of evs have an event parked for
-// consumer.
-func parkedBookings(ctx context.Context, tx pgx.Tx, consumer string, evs []Event) (map[int64]bool, error) {
-	ids := make([]int64, len(evs))
-	for i, e := range evs {
-		ids[i] = e.BookingID
+// wantedBy returns the events of evs that c wants, in order.
+func wantedBy(c Consumer, evs []Event) []Event {
+	var wanted []Event
+	for _, e := range evs {
+		if s, ok := c.(Selective); !ok || s.Wants(e) {
+			wanted = append(wanted, e)
+		}
 	}
-	rows, err := tx.Query(ctx, `SELECT DISTINCT booking_id FROM consumer_parked WHERE consumer = $1 AND booking_id = ANY($2)`,
-		consumer, ids)
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s: look up parked bookings: %w", consumer, err)
-	}
-	out := map[int64]bool{}
-	var id int64
-	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { out[id] = true; return nil })
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s: look up parked bookings: %w", consumer, err)
-	}
-	return out, nil
+	return wanted
 }
 
-// claim inserts the processed-event rows of ids for consumer and returns
-// the ones it inserted (not processed before).
-func claim(ctx context.Context, tx pgx.Tx, consumer string, ids []string, now time.Time) (map[string]bool, error) {
-	out := map[string]bool{}
-	if len(ids) == 0 {
-		return out, nil
+// PublishTx delivers msgs to every consumer within tx, the relay's
+// transaction (outbox.TxPublisher), so that the batch's claim, every
+// consumer's effects and processed marks, and the published marks commit
+// together.
+func (p InProcess) PublishTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Message) (func(), error) {
+	evs := make([]Event, len(msgs))
+	for i, m := range msgs {
+		evs[i] = FromMessage(m)
 	}
-	rows, err := tx.Query(ctx, `INSERT INTO consumer_event (consumer, event_id, processed_at)
-		SELECT $1, id, $3 FROM unnest($2::uuid[]) AS id
-		ON CONFLICT DO NOTHING RETURNING event_id::text`, consumer, ids, now)
+	return p.D.DeliverAllTx(ctx, tx, p.Consumers, evs)
+}
+
+// DeliverAllTx delivers evs to every consumer within tx, one consumer after
+// the other, each in a savepoint of its own: a consumer that fails on the
+// batch has its part rolled back to its savepoint and takes the batch one
+// event at a time through Deliver (own transactions, retries, parking),
+// while the other consumers' work stays in tx. It returns what to run once
+// tx has committed (the consumers' metrics). An error means tx must be
+// rolled back and the batch delivered again.
+func (d *Dispatcher) DeliverAllTx(ctx context.Context, tx pgx.Tx, consumers []Consumer, evs []Event) (func(), error) {
+	var done [][parked + 1][]Event
+	var doneBy []Consumer
+	for i, c := range consumers {
+		wanted := wantedBy(c, evs)
+		if len(wanted) == 0 {
+			continue
+		}
+		savepoint := fmt.Sprintf("consumer_%d", i)
+		counts, err := d.deliverIn(ctx, tx, c, wanted, savepoint)
+		if err == nil {
+			done, doneBy = append(done, counts), append(doneBy, c)
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
+			return nil, errors.Join(err, rerr)
+		}
+		d.Metrics.fallbacks.WithLabelValues(c.Name()).Inc()
+		d.Log.Warn("batch delivery failed; delivering one by one", "consumer", c.Name(), "events", len(wanted), "err", err)
+		for _, e := range wanted {
+			if err := d.Deliver(ctx, c, e); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return func() {
+		for i, c := range doneBy {
+			d.countAll(c, done[i])
+		}
+	}, nil
+}
+
+// claimBatchSQL claims the events $2 (of bookings $3, in the same order)
+// for consumer $1 at $4, in one statement: it inserts the processed-event
+// rows of the events whose booking has no event parked for the consumer
+// (an insert waits for another dispatcher's claim of the same event to
+// commit, then skips it: a duplicate), and returns the events it claimed
+// and the bookings with parked events.
+const claimBatchSQL = `WITH blocked AS (
+		SELECT DISTINCT booking_id FROM consumer_parked WHERE consumer = $1 AND booking_id = ANY($3)),
+	ins AS (
+		INSERT INTO consumer_event (consumer, event_id, processed_at)
+		SELECT $1, e.id, $4 FROM unnest($2::uuid[], $3::bigint[]) AS e(id, booking)
+		WHERE e.booking NOT IN (SELECT booking_id FROM blocked)
+		ON CONFLICT DO NOTHING RETURNING event_id::text)
+	SELECT true, event_id, 0::bigint FROM ins
+	UNION ALL SELECT false, '', booking_id FROM blocked`
+
+// deliverIn hands c the events wanted within tx: events of bookings that
+// have an event parked for c are parked behind it, the rest claimed and
+// handled in order (duplicates skipped). With a savepoint name, it opens
+// that savepoint first, in the claim's round trip. It returns the events by
+// outcome; on an error tx (or the savepoint) must be rolled back.
+func (d *Dispatcher) deliverIn(ctx context.Context, tx pgx.Tx, c Consumer, wanted []Event, savepoint string) ([parked + 1][]Event, error) {
+	var counts [parked + 1][]Event
+	now := d.Clock.Now()
+	ids := make([]string, len(wanted))
+	bookings := make([]int64, len(wanted))
+	for i, e := range wanted {
+		ids[i], bookings[i] = e.ID, e.BookingID
+	}
+	b := &pgx.Batch{}
+	if savepoint != "" {
+		b.Queue("SAVEPOINT " + savepoint)
+	}
+	b.Queue(claimBatchSQL, c.Name(), ids, bookings, now)
+	br := tx.SendBatch(ctx, b)
+	claimed, blocked := map[string]bool{}, map[int64]bool{}
+	err := func() error {
+		if savepoint != "" {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		var (
+			isClaim bool
+			id      string
+			booking int64
+		)
+		_, err = pgx.ForEachRow(rows, []any{&isClaim, &id, &booking}, func() error {
+			if isClaim {
+				claimed[id] = true
+			} else {
+				blocked[booking] = true
+			}
+			return nil
+		})
+		return err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
-		return nil, fmt.Errorf("consumer %s: claim %d events: %w", consumer, len(ids), err)
+		return counts, fmt.Errorf("consumer %s: claim %d events: %w", c.Name(), len(ids), err)
 	}
-	var id string
-	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { out[id] = true; return nil })
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s: claim %d events: %w", consumer, len(ids), err)
+	for _, e := range wanted {
+		switch {
+		case blocked[e.BookingID]:
+			if _, err := park(ctx, tx, c.Name(), e, now, 0, now, ""); err != nil {
+				return counts, err
+			}
+			counts[parked] = append(counts[parked], e)
+		case !claimed[e.ID]:
+			counts[duplicate] = append(counts[duplicate], e)
+		default:
+			if err := handle(ctx, c, tx, e); err != nil {
+				d.failed(c, e, err)
+				return counts, err
+			}
+			counts[processed] = append(counts[processed], e)
+		}
 	}
-	return out, nil
+	return counts, nil
 }
 
 type outcome int

@@ -24,6 +24,17 @@ type Publisher interface {
 	Publish(ctx context.Context, msgs []Message) error
 }
 
+// TxPublisher is a Publisher that can take a batch inside the relay's
+// transaction: the in-process consumers record their effects and their
+// processed marks in it, so that claiming, publishing and marking a batch,
+// and every consumer's work on it, commit together — one commit (one WAL
+// flush) per batch instead of one per consumer and one for the relay. It
+// returns a function to run once that transaction has committed (metrics),
+// or nil.
+type TxPublisher interface {
+	PublishTx(ctx context.Context, tx pgx.Tx, msgs []Message) (committed func(), err error)
+}
+
 // Querier runs statements: a pool, a connection or a transaction.
 type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -75,6 +86,10 @@ type Relay struct {
 	// would. It is a fault-injection point for tests; production leaves it
 	// nil.
 	AfterPublish func(ctx context.Context, msgs []Message) error
+
+	// full is whether the last pass took as many lanes or events as it
+	// could, so that more may be waiting.
+	full bool
 }
 
 // Defaults for the zero values of a Relay's settings.
@@ -119,8 +134,11 @@ func (r *Relay) Run(ctx context.Context) {
 	poll := time.NewTicker(r.PollInterval)
 	defer poll.Stop()
 	failures := 0
+	if !r.pending(ctx) && !r.wait(ctx, poll.C) {
+		return
+	}
 	for ctx.Err() == nil {
-		n, err := r.Pass(ctx)
+		_, err := r.Pass(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -136,21 +154,65 @@ func (r *Relay) Run(ctx context.Context) {
 			continue
 		}
 		failures = 0
-		if n > 0 {
-			continue // there may be more: drain before waiting
+		if r.full {
+			continue // a full pass: there may be more, drain before waiting
 		}
+		// Anything that committed after this pass's claim has notified the
+		// channel, so the pass just made was the last with work until then:
+		// passing again at once would be a transaction that finds nothing.
+		if !r.wait(ctx, poll.C) {
+			return
+		}
+	}
+}
+
+// wait returns when a pass may find work: after a wake-up and the gather
+// time, or at a poll that finds unpublished events. It returns false when
+// ctx ends.
+func (r *Relay) wait(ctx context.Context, poll <-chan time.Time) bool {
+	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-r.Wake:
 			select {
 			case <-ctx.Done():
-				return
+				return false
 			case <-time.After(r.Gather):
 			}
-		case <-poll.C:
+			// What notified meanwhile has committed, so the pass about to
+			// claim sees it: a wake-up left for it would only make an empty
+			// pass after this one.
+			select {
+			case <-r.Wake:
+			default:
+			}
+			return true
+		case <-poll:
+			// A poll is for what a lost notification missed, which is
+			// rare: look without a transaction first.
+			if r.pending(ctx) {
+				return true
+			}
 		}
 	}
+}
+
+// pending reports whether the outbox has unpublished events, with one
+// read-only statement and no transaction. It says true when it cannot
+// tell.
+func (r *Relay) pending(ctx context.Context) bool {
+	q, ok := r.DB.(interface {
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	})
+	if !ok {
+		return true
+	}
+	var any bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox WHERE published_at IS NULL)`).Scan(&any); err != nil {
+		return true
+	}
+	return any
 }
 
 // Backoff is the wait after the nth failure in a row: base·2^(n-1),
@@ -197,12 +259,19 @@ func (r *Relay) pass(ctx context.Context) ([]Message, error) {
 		defer cancel()
 		_ = tx.Rollback(rbCtx)
 	}()
-	msgs, err := claim(passCtx, tx, r.LanesPerPass, r.BatchSize)
+	msgs, lanes, err := claim(passCtx, tx, r.LanesPerPass, r.BatchSize)
+	r.full = err == nil && (len(msgs) >= r.BatchSize || lanes >= r.LanesPerPass)
 	if err != nil || len(msgs) == 0 {
 		return nil, err
 	}
 	start := time.Now()
-	if err := r.Pub.Publish(passCtx, msgs); err != nil {
+	var committed func()
+	if tp, ok := r.Pub.(TxPublisher); ok {
+		committed, err = tp.PublishTx(passCtx, tx, msgs)
+	} else {
+		err = r.Pub.Publish(passCtx, msgs)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("publish %d events: %w", len(msgs), err)
 	}
 	publishTime := time.Since(start)
@@ -226,6 +295,9 @@ func (r *Relay) pass(ctx context.Context) ([]Message, error) {
 	if err := tx.Commit(markCtx); err != nil {
 		return nil, fmt.Errorf("mark %d events published: commit: %w", len(ids), err)
 	}
+	if committed != nil {
+		committed()
+	}
 	if r.Metrics != nil {
 		r.Metrics.publishTime.Observe(publishTime.Seconds())
 		for _, m := range msgs {
@@ -241,28 +313,28 @@ func (r *Relay) pass(ctx context.Context) ([]Message, error) {
 // SKIP LOCKED: the lane lock already makes this relay their only publisher,
 // and skipping a row here could publish a booking's later event before an
 // earlier one.
-func claim(ctx context.Context, tx pgx.Tx, lanes, limit int) ([]Message, error) {
+func claim(ctx context.Context, tx pgx.Tx, lanes, limit int) ([]Message, int, error) {
 	rows, err := tx.Query(ctx, `SELECT l.lane FROM outbox_lane l
 		CROSS JOIN LATERAL (SELECT o.id FROM outbox o WHERE o.lane = l.lane AND o.published_at IS NULL
 		                    ORDER BY o.id LIMIT 1) head
 		ORDER BY head.id LIMIT $1
 		FOR UPDATE OF l SKIP LOCKED`, lanes)
 	if err != nil {
-		return nil, fmt.Errorf("claim outbox lanes: %w", err)
+		return nil, 0, fmt.Errorf("claim outbox lanes: %w", err)
 	}
 	held, err := pgx.CollectRows(rows, pgx.RowTo[int16])
 	if err != nil {
-		return nil, fmt.Errorf("claim outbox lanes: %w", err)
+		return nil, 0, fmt.Errorf("claim outbox lanes: %w", err)
 	}
 	if len(held) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	rows, err = tx.Query(ctx, `SELECT id, event_id::text, booking_id, type, payload, created_at FROM outbox
 		WHERE lane = ANY($1) AND published_at IS NULL
 		ORDER BY id LIMIT $2
 		FOR UPDATE`, held, limit)
 	if err != nil {
-		return nil, fmt.Errorf("claim outbox events: %w", err)
+		return nil, 0, fmt.Errorf("claim outbox events: %w", err)
 	}
 	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) {
 		var m Message
@@ -270,9 +342,9 @@ func claim(ctx context.Context, tx pgx.Tx, lanes, limit int) ([]Message, error) 
 		return m, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim outbox events: %w", err)
+		return nil, 0, fmt.Errorf("claim outbox events: %w", err)
 	}
-	return msgs, nil
+	return msgs, len(held), nil
 }
 
 // Listen holds a connection LISTENing on Channel and calls notify on every
