@@ -28,6 +28,7 @@ import (
 	"berth.dev/berth/internal/flight"
 	"berth.dev/berth/internal/guard"
 	"berth.dev/berth/internal/httpapi"
+	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/payment/paysim"
 	"berth.dev/berth/internal/pg"
@@ -109,14 +110,27 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	// count against the shed wait and turn holds away).
 	pc := pg.PoolConfig{MaxConns: int32(cfg.DBMaxConns), MinConns: int32(min(cfg.DBMinConns, cfg.DBMaxConns)), AppName: "berth"}
 	tracer := &guard.AcquireTracer{}
+	var tracers []pgx.QueryTracer
 	if cfg.Protect {
-		pc.Tracer = tracer
+		tracers = append(tracers, tracer)
+	}
+	// With the relays in this process, its own commits of events wake them
+	// directly instead of through a NOTIFY that every listening session
+	// would need a transaction to read.
+	waker := &outbox.CommitWaker{}
+	if cfg.Events.InServe {
+		tracers = append(tracers, waker)
+		pc.Params = map[string]string{outbox.WakeLocalParam: "on"}
 	}
 	if o.PoolTracer != nil {
-		pc.Tracer = o.PoolTracer
-		if cfg.Protect {
-			pc.Tracer = multitracer.New(tracer, o.PoolTracer)
-		}
+		tracers = append(tracers, o.PoolTracer)
+	}
+	switch len(tracers) {
+	case 0:
+	case 1:
+		pc.Tracer = tracers[0]
+	default:
+		pc.Tracer = multitracer.New(tracers...)
 	}
 	pool, err := pg.Open(ctx, cfg.DatabaseURL, pc)
 	if err != nil {
@@ -155,6 +169,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		pool.Close()
 		return nil, err
 	}
+	waker.Set(a.Events.Wake)
 	for name, check := range a.eventChecks() {
 		ready[name] = check
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,6 +57,25 @@ func BenchmarkEverydayHold(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			url := pgtest.NewURL(b)
 			flights := everydayFlights(b, url, b.N)
+			// Read before berth starts (its start-up counts in the run,
+			// a few transactions): an open connection may hold back its
+			// statistics for up to 10 s.
+			before := flushedStats(b, url)
+			if os.Getenv("BERTH_EVERYDAY_LOG") != "" && b.N > 1 {
+				pool := pgtest.Open(b, url)
+				if _, err := pool.Exec(context.Background(), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET log_statement = ''all''', current_database()); EXECUTE format('ALTER DATABASE %I SET log_connections = on', current_database()); EXECUTE format('ALTER DATABASE %I SET log_disconnections = on', current_database()); END $$`); err != nil {
+					b.Fatal(err)
+				}
+				pool.Close()
+				defer func() {
+					pool := pgtest.Open(b, url)
+					var dir string
+					_ = pool.QueryRow(context.Background(), `SELECT current_setting('data_directory')`).Scan(&dir)
+					pool.Close()
+					data, _ := os.ReadFile(dir + "/log")
+					_ = os.WriteFile("/tmp/everyday/pg-"+mode+".log", data, 0o644)
+				}()
+			}
 			var target string
 			var stop func()
 			counter := &statementCounter{}
@@ -69,7 +89,6 @@ func BenchmarkEverydayHold(b *testing.B) {
 			}
 			tok := apptest.Token(b, "customer", 7, time.Now())
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-			before := flushedStats(b, url)
 			counter.n.Store(0)
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
@@ -88,6 +107,14 @@ func BenchmarkEverydayHold(b *testing.B) {
 			elapsed := b.Elapsed()
 			trips := counter.n.Load()
 			stop() // closes every connection: PostgreSQL flushes their statistics
+			if dir := os.Getenv("BERTH_EVERYDAY_SQL"); dir != "" && b.N > 1 {
+				var lines []string
+				for q, k := range counter.bySQL {
+					lines = append(lines, fmt.Sprintf("%6d %s", k, q))
+				}
+				slices.Sort(lines)
+				_ = os.WriteFile(dir+"/"+mode+".txt", []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+			}
 			after := flushedStats(b, url)
 			slices.Sort(lat)
 			n := float64(b.N)
@@ -179,11 +206,23 @@ func flushedStats(b *testing.B, url string) xactStats {
 
 // statementCounter counts round trips: every statement and every pipelined
 // batch sent on a connection.
-type statementCounter struct{ n atomic.Int64 }
+type statementCounter struct {
+	n     atomic.Int64
+	mu    sync.Mutex
+	bySQL map[string]int
+}
 
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	if !inBatch(ctx) {
 		c.n.Add(1)
+		if os.Getenv("BERTH_EVERYDAY_SQL") != "" {
+			c.mu.Lock()
+			if c.bySQL == nil {
+				c.bySQL = map[string]int{}
+			}
+			c.bySQL[strings.Join(strings.Fields(d.SQL), " ")[:min(70, len(strings.Join(strings.Fields(d.SQL), " ")))]]++
+			c.mu.Unlock()
+		}
 	}
 	return ctx
 }

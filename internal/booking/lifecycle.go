@@ -76,6 +76,12 @@ func Record(ctx context.Context, tx pgx.Tx, b *Booking, now time.Time) error {
 	return outbox.Write(ctx, tx, outbox.Event{BookingID: b.ID, Type: EventType(b.Status), Data: b.View(), Time: now})
 }
 
+// Queue is Record as a statement queued on batch, for a caller that
+// pipelines its statements.
+func Queue(batch *pgx.Batch, b *Booking, now time.Time) error {
+	return outbox.Queue(batch, outbox.Event{BookingID: b.ID, Type: EventType(b.Status), Data: b.View(), Time: now})
+}
+
 // RefundRequest is the data of a refund.requested event.
 type RefundRequest struct {
 	BookingID int64  `json:"bookingId"`

@@ -129,14 +129,7 @@ func NewWorker(pool *pgxpool.Pool, s Settings, consumers []Consumer, c clock.Clo
 // closes the Kafka producer.
 func (w *Worker) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	notify := func() {
-		for _, ch := range w.wake {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-	}
+	notify := w.Wake
 	connect := func(ctx context.Context) (*pgx.Conn, error) {
 		return pgx.ConnectConfig(ctx, w.pool.Config().ConnConfig)
 	}
@@ -159,6 +152,17 @@ func (w *Worker) Run(ctx context.Context) {
 	wg.Wait()
 	if w.producer != nil {
 		w.producer.Close()
+	}
+}
+
+// Wake tells this process's relays that events may have committed. It
+// never blocks.
+func (w *Worker) Wake() {
+	for _, ch := range w.wake {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
@@ -196,22 +197,72 @@ func HoldTx(ctx context.Context, tx pgx.Tx, r HoldRequest, now time.Time, ttl ti
 		return nil, err
 	}
 	b := chooseBucket(fare.buckets)
-	bs, err := insertBookings(ctx, tx, info, []planned{{req: r, fare: fare, bucket: b}}, now, ttl)
+	ps := []planned{{req: r, fare: fare, bucket: b}}
+	// Two pipelined round trips write the hold, in the lock order of
+	// every transaction (booking row, seats by seat number, counter): the
+	// booking and its seats, then its event and the counter, whose lock is
+	// so held only until the commit. Each statement stays conditional and
+	// is judged by its row count, as alone.
+	insertSQL, insertArgs := insertBookingsSQL(info, ps, now, ttl)
+	first := &pgx.Batch{}
+	first.Queue(insertSQL, insertArgs...)
+	if r.Seats != nil {
+		first.Queue(holdSeatsSQL, r.FlightID, r.Seats, r.FareClass, nil, holdExpiry(info, now, ttl), now)
+	}
+	bs, seatsHeld, err := sendFirst(ctx, tx, first, info, ps, r.Seats != nil)
 	if err != nil {
 		return nil, err
 	}
-	if r.Seats != nil {
-		if err := holdSeats(ctx, tx, r, bs[0].ID, bs[0].HoldExpiresAt, now); err != nil {
+	if r.Seats != nil && seatsHeld != len(r.Seats) {
+		return nil, whySeatsUnavailable(ctx, tx, r)
+	}
+	second := &pgx.Batch{}
+	if err := booking.Queue(second, bs[0], now); err != nil {
+		return nil, err
+	}
+	second.Queue(takeQuotaSQL, r.FlightID, r.FareClass, b, r.Units())
+	br := tx.SendBatch(ctx, second)
+	_, err = br.Exec()
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hold on flight %d: write event and reserve quota: %w", r.FlightID, err)
+	}
+	if tag.RowsAffected() != 1 {
+		if err := moveQuota(ctx, tx, r.FlightID, r.FareClass, b, r.Units()); err != nil {
 			return nil, err
 		}
 	}
-	if err := booking.Record(ctx, tx, bs[0], now); err != nil {
-		return nil, err
-	}
-	if err := takeQuota(ctx, tx, r.FlightID, r.FareClass, b, r.Units()); err != nil {
-		return nil, err
-	}
 	return bs[0], nil
+}
+
+// sendFirst sends a single hold's first pipeline: the booking's insert and,
+// for a seat hold, the seats' update; it returns the booking and how many
+// seats it took.
+func sendFirst(ctx context.Context, tx pgx.Tx, batch *pgx.Batch, info *flightInfo, ps []planned, seats bool) ([]*booking.Booking, int, error) {
+	br := tx.SendBatch(ctx, batch)
+	bs, err := scanBookings(br.Query())
+	if err == nil {
+		err = checkOrder(bs, ps)
+	}
+	held := 0
+	if err == nil && seats {
+		var tag pgconn.CommandTag
+		tag, err = br.Exec()
+		held = int(tag.RowsAffected())
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("hold on flight %d: %w", info.id, err)
+	}
+	return bs, held, nil
 }
 
 // planned is a hold that will be written: the request, its fare and the
@@ -225,10 +276,30 @@ type planned struct {
 // insertBookings inserts a HELD booking for each planned hold in one
 // statement and returns them in the same order.
 func insertBookings(ctx context.Context, tx pgx.Tx, info *flightInfo, ps []planned, now time.Time, ttl time.Duration) ([]*booking.Booking, error) {
+	q, args := insertBookingsSQL(info, ps, now, ttl)
+	out, err := scanBookings(tx.Query(ctx, q, args...))
+	if err == nil {
+		err = checkOrder(out, ps)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("insert bookings on flight %d: %w", info.id, err)
+	}
+	return out, nil
+}
+
+// holdExpiry is when a hold made at now ends: after ttl, or at departure.
+func holdExpiry(info *flightInfo, now time.Time, ttl time.Duration) time.Time {
 	expires := now.Add(ttl)
 	if expires.After(info.departure) {
 		expires = info.departure
 	}
+	return expires
+}
+
+// insertBookingsSQL is the statement inserting a HELD booking for each
+// planned hold, returning them in the same order (scanBookings reads it).
+func insertBookingsSQL(info *flightInfo, ps []planned, now time.Time, ttl time.Duration) (string, []any) {
+	expires := holdExpiry(info, now, ttl)
 	n := len(ps)
 	var (
 		customers = make([]int64, n)
@@ -248,45 +319,46 @@ func insertBookings(ctx context.Context, tx pgx.Tx, info *flightInfo, ps []plann
 			seats[i] = &joined
 		}
 	}
-	rows, err := tx.Query(ctx, `INSERT INTO booking (kind, status, customer_id, amount, currency, hold_expires_at,
+	return `INSERT INTO booking (kind, status, customer_id, amount, currency, hold_expires_at,
 			starts_at, refund_rule, flight_id, fare_class, seats, quantity, fare_bucket, created_at, updated_at)
 		SELECT 'flight', 'HELD', u.customer, u.amount, u.currency, $2, $3, u.rule::jsonb, $1, u.class,
 			string_to_array(u.seats, ','), u.units, u.bucket, $4, $4
 		FROM unnest($5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::int[], $12::smallint[])
 			WITH ORDINALITY AS u(customer, amount, currency, rule, class, seats, units, bucket, ord)
 		ORDER BY u.ord
-		RETURNING `+booking.Columns,
-		info.id, expires, info.departure, now, customers, amounts, currency, rules, classes, seats, units, buckets)
+		RETURNING ` + booking.Columns,
+		[]any{info.id, expires, info.departure, now, customers, amounts, currency, rules, classes, seats, units, buckets}
+}
+
+func scanBookings(rows pgx.Rows, err error) ([]*booking.Booking, error) {
 	if err != nil {
-		return nil, fmt.Errorf("insert bookings on flight %d: %w", info.id, err)
+		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*booking.Booking, error) { return booking.Scan(r) })
-	if err != nil {
-		return nil, fmt.Errorf("insert bookings on flight %d: %w", info.id, err)
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*booking.Booking, error) { return booking.Scan(r) })
+}
+
+// checkOrder checks that the inserted bookings come in the order of ps:
+// rows come back in insertion order, which follows the SELECT's ORDER BY;
+// check it rather than trust it, since the order pairs bookings with their
+// requests.
+func checkOrder(out []*booking.Booking, ps []planned) error {
+	if len(out) != len(ps) {
+		return fmt.Errorf("insert bookings: %d rows returned for %d holds", len(out), len(ps))
 	}
-	// Rows come back in insertion order, which follows the SELECT's ORDER
-	// BY; check it rather than trust it, since the order pairs bookings
-	// with their requests.
 	for i, b := range out {
 		p := ps[i].req
 		if b.CustomerID != p.CustomerID || b.FareClass != p.FareClass || b.Quantity != p.Units() || !slices.Equal(b.Seats, p.Seats) {
-			return nil, errors.New("insert bookings: rows returned out of order")
+			return errors.New("insert bookings: rows returned out of order")
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // holdSeats takes every requested seat for booking id, or fails. A seat is
 // taken only if it is available, or held by a hold that has expired (which
 // need not wait for the sweeper). The rows are locked in seat order first.
 func holdSeats(ctx context.Context, tx pgx.Tx, r HoldRequest, id int64, until, now time.Time) error {
-	tag, err := tx.Exec(ctx, `WITH locked AS (
-			SELECT seat_no FROM seat WHERE flight_id = $1 AND seat_no = ANY($2) ORDER BY seat_no FOR UPDATE)
-		UPDATE seat s SET status = 'HELD', booking_id = $4, held_until = $5
-		FROM locked l
-		WHERE s.flight_id = $1 AND s.seat_no = l.seat_no AND s.fare_class = $3
-		  AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= $6))`,
-		r.FlightID, r.Seats, r.FareClass, id, until, now)
+	tag, err := tx.Exec(ctx, holdSeatsSQL, r.FlightID, r.Seats, r.FareClass, id, until, now)
 	if err != nil {
 		return fmt.Errorf("hold seats on flight %d: %w", r.FlightID, err)
 	}
@@ -295,6 +367,17 @@ func holdSeats(ctx context.Context, tx pgx.Tx, r HoldRequest, id int64, until, n
 	}
 	return whySeatsUnavailable(ctx, tx, r)
 }
+
+// holdSeatsSQL sets the seats $2 of class $3 of flight $1 HELD for booking
+// $4 until $5 where they are free, or held by a hold expired at $6, locking
+// them in seat order first. A NULL $4 is the booking this session inserted
+// last (a single hold pipelines this statement right behind its insert).
+const holdSeatsSQL = `WITH locked AS (
+		SELECT seat_no FROM seat WHERE flight_id = $1 AND seat_no = ANY($2) ORDER BY seat_no FOR UPDATE)
+	UPDATE seat s SET status = 'HELD', booking_id = coalesce($4::bigint, currval(pg_get_serial_sequence('booking', 'id'))), held_until = $5
+	FROM locked l
+	WHERE s.flight_id = $1 AND s.seat_no = l.seat_no AND s.fare_class = $3
+	  AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= $6))`
 
 // whySeatsUnavailable tells a client whose seats could not all be held
 // whether it asked for something that does not exist (422) or lost to

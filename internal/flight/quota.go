@@ -42,15 +42,25 @@ func chooseBucket(buckets int) int16 {
 // the class (in bucket order) and moving share into b.
 // Returns fault.SoldOut when the class has fewer than n units left.
 func takeQuota(ctx context.Context, tx pgx.Tx, flightID int64, class string, b int16, n int) error {
-	tag, err := tx.Exec(ctx, `UPDATE fare_bucket SET held = held + $4
-		WHERE flight_id = $1 AND fare_class = $2 AND bucket = $3 AND sold + held + $4 <= quota`,
-		flightID, class, b, n)
+	tag, err := tx.Exec(ctx, takeQuotaSQL, flightID, class, b, n)
 	if err != nil {
 		return fmt.Errorf("reserve quota on flight %d: %w", flightID, err)
 	}
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
+	return moveQuota(ctx, tx, flightID, class, b, n)
+}
+
+// takeQuotaSQL adds $4 held units to bucket $3 of class $2 of flight $1 if
+// they fit it; no row changed means they do not.
+const takeQuotaSQL = `UPDATE fare_bucket SET held = held + $4
+	WHERE flight_id = $1 AND fare_class = $2 AND bucket = $3 AND sold + held + $4 <= quota`
+
+// moveQuota reserves n units of class in bucket b when takeQuotaSQL found
+// that bucket too full: it locks every bucket of the class in bucket order
+// and moves share into b, or returns fault.SoldOut.
+func moveQuota(ctx context.Context, tx pgx.Tx, flightID int64, class string, b int16, n int) error {
 	buckets, err := lockBuckets(ctx, tx, flightID, class)
 	if err != nil {
 		return err

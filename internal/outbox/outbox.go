@@ -51,6 +51,18 @@ func Write(ctx context.Context, tx pgx.Tx, e Event) error {
 	return nil
 }
 
+// Queue queues e's insert on batch, for a caller that pipelines its
+// statements in a transaction; the same rule as Write's holds.
+func Queue(batch *pgx.Batch, e Event) error {
+	payload, err := json.Marshal(e.Data)
+	if err != nil {
+		return fmt.Errorf("marshal %s event of booking %d: %w", e.Type, e.BookingID, err)
+	}
+	batch.Queue(`INSERT INTO outbox (booking_id, type, payload, created_at) VALUES ($1, $2, $3, $4)`,
+		e.BookingID, e.Type, payload, e.Time)
+	return nil
+}
+
 // Recorded is an event as the outbox keeps it.
 type Recorded struct {
 	ID   string          `json:"id"`

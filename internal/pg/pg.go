@@ -35,6 +35,8 @@ type PoolConfig struct {
 	// Tracer, when set, traces queries; one that is also a
 	// pgxpool.AcquireTracer sees (and may bound) every connection acquire.
 	Tracer pgx.QueryTracer
+	// Params are extra session settings sent when connecting.
+	Params map[string]string
 }
 
 // Open connects to url and checks the connection.
@@ -71,6 +73,9 @@ func newPool(ctx context.Context, url string, pc PoolConfig) (*pgxpool.Pool, err
 	// Every session works in UTC so that casts to date and text never depend
 	// on the server's setting.
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	for k, v := range pc.Params {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	if pc.Tracer != nil {
 		cfg.ConnConfig.Tracer = pc.Tracer
 	}

@@ -1,0 +1,73 @@
+package outbox
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// WakeLocalParam is the session setting with which a process that runs
+// relays tells the outbox trigger not to NOTIFY for its commits: it wakes
+// its relays itself (CommitWaker), and every notification would cost each
+// listening session a transaction to read it.
+const WakeLocalParam = "berth.wake_local"
+
+// CommitWaker is a pool tracer that calls the wake function set with Set
+// after each transaction that inserted outbox events commits on the pool.
+type CommitWaker struct {
+	wake  atomic.Pointer[func()]
+	wrote sync.Map // *pgx.Conn → struct{}: the open transaction wrote events
+}
+
+// Set makes wake the function called after such commits (it must not
+// block).
+func (w *CommitWaker) Set(wake func()) { w.wake.Store(&wake) }
+
+func (w *CommitWaker) saw(conn *pgx.Conn, sql string) {
+	if strings.Contains(sql, "INSERT INTO outbox") {
+		w.wrote.Store(conn, struct{}{})
+	}
+}
+
+// TraceQueryStart notes outbox inserts and forgets them at a new
+// transaction.
+func (w *CommitWaker) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	switch sql := strings.TrimSpace(d.SQL); {
+	case strings.EqualFold(sql, "begin"):
+		w.wrote.Delete(conn)
+	case strings.EqualFold(sql, "commit"):
+		if _, ok := w.wrote.LoadAndDelete(conn); ok {
+			return context.WithValue(ctx, commitKey{}, true)
+		}
+	default:
+		w.saw(conn, sql)
+	}
+	return ctx
+}
+
+type commitKey struct{}
+
+// TraceQueryEnd wakes after a commit of events that succeeded.
+func (w *CommitWaker) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	if ok, _ := ctx.Value(commitKey{}).(bool); ok && d.Err == nil {
+		if f := w.wake.Load(); f != nil {
+			(*f)()
+		}
+	}
+}
+
+// TraceBatchStart does nothing.
+func (w *CommitWaker) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery notes outbox inserts sent in a pipeline.
+func (w *CommitWaker) TraceBatchQuery(_ context.Context, conn *pgx.Conn, d pgx.TraceBatchQueryData) {
+	w.saw(conn, d.SQL)
+}
+
+// TraceBatchEnd does nothing.
+func (w *CommitWaker) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
