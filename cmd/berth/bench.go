@@ -133,6 +133,7 @@ Flags:
 	fs.IntVar(&o.HotClients, "hot-clients", o.HotClients, "closed loop: clients holding seats on one hot flight")
 	fs.IntVar(&o.RejectClients, "reject-clients", o.RejectClients, "closed loop: clients on the rejection paths and the bare net/http handler")
 	fs.DurationVar(&o.ClosedDuration, "closed-duration", o.ClosedDuration, "length of each closed-loop measurement")
+	fs.DurationVar(&o.StatsSettle, "stats-settle", o.StatsSettle, "wait before reading the database's transaction counters around the hot-flight loops (PostgreSQL reports idle sessions' statistics up to 10 s late)")
 	fs.BoolVar(&o.NoClosed, "no-closed", o.NoClosed, "skip the closed-loop measurements")
 
 	fs.IntVar(&o.Conns, "conns", o.Conns, "open loop: requests in flight at most per stream (and so connections)")

@@ -125,6 +125,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	if o.PoolTracer != nil {
 		tracers = append(tracers, o.PoolTracer)
 	}
+	tracers = append(tracers, pg.NewRoundTrips(o.Registry))
 	switch len(tracers) {
 	case 0:
 	case 1:

@@ -208,7 +208,7 @@ func runMode(ctx context.Context, o *Options, protect bool) (m *Mode, err error)
 
 	if !o.NoClosed && ctx.Err() == nil {
 		say("closed loops: hot flight (%d clients), rejections and bare net/http (%d clients), %s each", o.HotClients, o.RejectClients, o.ClosedDuration)
-		m.Closed, err = closedLoops(ctx, o, c, srv, protect, soldOut, m.Features)
+		m.Closed, err = closedLoops(ctx, o, c, srv, pool, protect, soldOut, m.Features)
 		if err != nil {
 			return m, err
 		}

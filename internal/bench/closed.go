@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"berth.dev/berth/internal/auth"
 )
 
 // Names of the closed-loop measurements.
 const (
 	HotFlight         = "hot-flight"
+	HotFlightOne      = "hot-flight-1"
 	RejectSoldOut     = "reject-sold-out"
 	RejectWaitingRoom = "reject-waiting-room"
 	BareNetHTTP       = "bare-net-http"
@@ -23,23 +26,37 @@ const (
 // closedLoops runs the closed-loop measurements of one mode: commits on one
 // hot flight, then the bare net/http ceiling and the rejection paths,
 // measured back to back so that they share the machine's state.
-func closedLoops(ctx context.Context, o *Options, c *client, srv *server, protect bool,
+func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *pgxpool.Pool, protect bool,
 	soldOutFlight int64, features map[string]string) ([]*ClosedResult, error) {
 	var out []*ClosedResult
 
-	hot, err := createHotFlights(ctx, c, srv, hotFlightCount(o.ClosedDuration))
-	if err != nil {
-		return nil, err
+	// The quiet day first (one client), then the hot flight: each on
+	// flights of its own, each with the database's work per hold.
+	settle := o.StatsSettle
+	before := measureDBWork(ctx, pool, c, srv, settle)
+	for _, clients := range []int{1, o.HotClients} {
+		hot, err := createHotFlights(ctx, c, srv, hotFlightCount(o.ClosedDuration))
+		if err != nil {
+			return nil, err
+		}
+		name, customers := HotFlight, int64(hotCustomers)
+		if clients == 1 {
+			name, customers = HotFlightOne, hotCustomers+5_000_000
+		}
+		res := runClosed(ctx, closedSpec{
+			name: name, what: fmt.Sprintf("holds of two seats committed on one flight at a time, %d clients", clients),
+			clients: clients, dur: o.ClosedDuration, limit: int64(len(hot) * hotPairsPerPlane), good: "201", timeout: o.Timeout,
+		}, func(ctx context.Context, i int64) answer {
+			flightID, seats := hotPair(hot, i)
+			body, _ := json.Marshal(holdBody{FlightID: flightID, FareClass: "ECONOMY", Seats: seats})
+			return c.do(ctx, call{method: http.MethodPost, url: srv.url + "/bookings",
+				token: srv.token(auth.Customer, customers+i), body: body})
+		})
+		after := measureDBWork(ctx, pool, c, srv, settle)
+		res.setDBWork(before, after, settle)
+		before = after
+		out = append(out, res)
 	}
-	out = append(out, runClosed(ctx, closedSpec{
-		name: HotFlight, what: fmt.Sprintf("holds of two seats committed on one flight at a time, %d clients", o.HotClients),
-		clients: o.HotClients, dur: o.ClosedDuration, limit: int64(len(hot) * hotPairsPerPlane), good: "201", timeout: o.Timeout,
-	}, func(ctx context.Context, i int64) answer {
-		flightID, seats := hotPair(hot, i)
-		body, _ := json.Marshal(holdBody{FlightID: flightID, FareClass: "ECONOMY", Seats: seats})
-		return c.do(ctx, call{method: http.MethodPost, url: srv.url + "/bookings",
-			token: srv.token(auth.Customer, hotCustomers+i), body: body})
-	}))
 
 	// Rejections are sent by a fixed set of customers (tokens made
 	// beforehand, so the client spends its time on requests).

@@ -61,6 +61,11 @@ type Options struct {
 	RejectClients  int
 	ClosedDuration time.Duration
 	NoClosed       bool
+	// StatsSettle is how long the hot-flight loops wait before reading the
+	// database's transaction counters (PostgreSQL reports an idle
+	// session's statistics up to 10 s late); 0 reads at once, and the
+	// commits per hold are then approximate.
+	StatsSettle time.Duration
 
 	// Conns bounds the requests in flight of one open-loop stream (and so
 	// its connections); Timeout bounds one request; Drain is how long the
@@ -104,6 +109,7 @@ func Defaults() Options {
 		HotClients:     32,
 		RejectClients:  64,
 		ClosedDuration: 5 * time.Second,
+		StatsSettle:    11 * time.Second,
 		Conns:          512,
 		Timeout:        10 * time.Second,
 		Drain:          5 * time.Second,
@@ -124,6 +130,7 @@ func Quick() Options {
 	o.HotClients = 4
 	o.RejectClients = 4
 	o.ClosedDuration = time.Second
+	o.StatsSettle = 0
 	o.Conns = 64
 	o.Timeout = 5 * time.Second
 	o.Drain = 2 * time.Second

@@ -144,7 +144,22 @@ type ClosedResult struct {
 	Outcomes    []OutcomeStat  `json:"outcomes"`
 	PerSecond   []int          `json:"perSecond"` // good answers in each second
 	Skipped     string         `json:"skipped,omitempty"`
-	counts      map[string]int // outcome → count
+	// DB is what the database did per hold over a hot-flight loop.
+	DB     *DBWork        `json:"db,omitempty"`
+	counts map[string]int // outcome → count
+}
+
+// DBWork is the database work per committed hold over a closed loop:
+// transactions from pg_stat_database (every session of the mode's
+// database: the holds, the event relay and consumers, the background
+// work), and berth's round trips to PostgreSQL. The counters are read
+// SettleSeconds after each loop, as PostgreSQL reports sessions'
+// statistics late; what ran meanwhile counts too.
+type DBWork struct {
+	CommitsPerHold    float64 `json:"commitsPerHold"`
+	RollbacksPerHold  float64 `json:"rollbacksPerHold"`
+	RoundTripsPerHold float64 `json:"roundTripsPerHold"`
+	SettleSeconds     float64 `json:"settleSeconds"`
 }
 
 // AuditResult is the invariant audit run on the mode's database at the end.

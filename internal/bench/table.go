@@ -137,6 +137,20 @@ func (r *Report) WriteTable(w io.Writer) {
 		_ = tw.Flush()
 	}
 
+	var db []string
+	for _, m := range r.Modes {
+		for _, c := range m.Closed {
+			if c.DB != nil {
+				db = append(db, fmt.Sprintf("  %-12s %-13s %2d client(s): %.2f commits/hold, %.3f rollbacks/hold, %.1f round trips/hold",
+					m.Name, c.Name, c.Clients, c.DB.CommitsPerHold, c.DB.RollbacksPerHold, c.DB.RoundTripsPerHold))
+			}
+		}
+	}
+	if len(db) > 0 {
+		fmt.Fprintf(w, "\nDATABASE WORK PER HOLD (pg_stat_database commits and rollbacks of every session, berth's round trips; hot-flight loops)\n")
+		fmt.Fprintln(w, strings.Join(db, "\n"))
+	}
+
 	fmt.Fprintf(w, "\nAUDIT (internal/audit on each mode's database after berth stopped)\n")
 	for _, m := range r.Modes {
 		fmt.Fprintf(w, "  %-12s %s\n", m.Name, m.auditLine())
