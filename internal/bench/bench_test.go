@@ -144,9 +144,19 @@ func TestFlashSaleBothModes(t *testing.T) {
 			for _, op := range m.Open.Ops {
 				unknown += op.Count(bench.OutcomeTimeout) + op.Count(bench.OutcomeTransport) + op.Count(bench.OutcomeCutOff)
 			}
-			if hot := m.Measurement(bench.HotFlight); hot != nil {
+			for _, name := range []string{bench.HotFlightOne, bench.HotFlight} {
+				hot := m.Measurement(name)
+				if hot == nil {
+					t.Errorf("no %s measurement", name)
+					continue
+				}
 				created += hot.Good
 				unknown += hot.Count(bench.OutcomeTimeout) + hot.Count(bench.OutcomeTransport)
+				// The database's work per hold is measured and plausible:
+				// at least the hold's own commit and round trips.
+				if hot.DB == nil || hot.DB.CommitsPerHold < 1 || hot.DB.RoundTripsPerHold < 3 {
+					t.Errorf("%s: database work per hold %+v", name, hot.DB)
+				}
 			}
 			if bookings < created || bookings > created+unknown {
 				t.Errorf("database has %d bookings, the report counts %d holds answered 201 (+1 probe) and %d unanswered", bookings, created, unknown)
@@ -307,7 +317,7 @@ func checkAudit(t *testing.T, m *bench.Mode) {
 
 func checkClosed(t *testing.T, m *bench.Mode) {
 	t.Helper()
-	for _, name := range []string{bench.HotFlight, bench.BareNetHTTP, bench.RejectSoldOut, bench.RejectWaitingRoom} {
+	for _, name := range []string{bench.HotFlightOne, bench.HotFlight, bench.BareNetHTTP, bench.RejectSoldOut, bench.RejectWaitingRoom} {
 		c := m.Measurement(name)
 		if c == nil {
 			t.Errorf("no %s measurement", name)

@@ -137,13 +137,13 @@ type ClosedResult struct {
 	// Good counts the answers the measurement is about (201 for the hot
 	// flight, the expected rejection otherwise); GoodPerSec divides by
 	// Duration.
-	Good        int            `json:"good"`
-	GoodOutcome string         `json:"goodOutcome"`
-	GoodPerSec  float64        `json:"goodPerSec"`
-	Latency     Percentiles    `json:"latency"`
-	Outcomes    []OutcomeStat  `json:"outcomes"`
-	PerSecond   []int          `json:"perSecond"` // good answers in each second
-	Skipped     string         `json:"skipped,omitempty"`
+	Good        int           `json:"good"`
+	GoodOutcome string        `json:"goodOutcome"`
+	GoodPerSec  float64       `json:"goodPerSec"`
+	Latency     Percentiles   `json:"latency"`
+	Outcomes    []OutcomeStat `json:"outcomes"`
+	PerSecond   []int         `json:"perSecond"` // good answers in each second
+	Skipped     string        `json:"skipped,omitempty"`
 	// DB is what the database did per hold over a hot-flight loop.
 	DB     *DBWork        `json:"db,omitempty"`
 	counts map[string]int // outcome → count
