@@ -207,7 +207,7 @@ func HoldTx(ctx context.Context, tx pgx.Tx, r HoldRequest, now time.Time, ttl ti
 	first := &pgx.Batch{}
 	first.Queue(insertSQL, insertArgs...)
 	if r.Seats != nil {
-		first.Queue(holdSeatsSQL, r.FlightID, r.Seats, r.FareClass, nil, holdExpiry(info, now, ttl), now)
+		first.Queue(holdSeatsSQL, r.FlightID, r.Seats, r.FareClass, holdExpiry(info, now, ttl), now)
 	}
 	bs, seatsHeld, err := sendFirst(ctx, tx, first, info, ps, r.Seats != nil)
 	if err != nil {
@@ -354,30 +354,18 @@ func checkOrder(out []*booking.Booking, ps []planned) error {
 	return nil
 }
 
-// holdSeats takes every requested seat for booking id, or fails. A seat is
-// taken only if it is available, or held by a hold that has expired (which
+// holdSeatsSQL takes every requested seat ($2, of class $3 on flight $1)
+// for the booking this session inserted last, held until $4: a seat is
+// taken only if it is available, or held by a hold expired at $5 (which
 // need not wait for the sweeper). The rows are locked in seat order first.
-func holdSeats(ctx context.Context, tx pgx.Tx, r HoldRequest, id int64, until, now time.Time) error {
-	tag, err := tx.Exec(ctx, holdSeatsSQL, r.FlightID, r.Seats, r.FareClass, id, until, now)
-	if err != nil {
-		return fmt.Errorf("hold seats on flight %d: %w", r.FlightID, err)
-	}
-	if int(tag.RowsAffected()) == len(r.Seats) {
-		return nil
-	}
-	return whySeatsUnavailable(ctx, tx, r)
-}
-
-// holdSeatsSQL sets the seats $2 of class $3 of flight $1 HELD for booking
-// $4 until $5 where they are free, or held by a hold expired at $6, locking
-// them in seat order first. A NULL $4 is the booking this session inserted
-// last (a single hold pipelines this statement right behind its insert).
+// A single hold pipelines it right behind its booking's insert; fewer rows
+// than seats means the hold fails.
 const holdSeatsSQL = `WITH locked AS (
 		SELECT seat_no FROM seat WHERE flight_id = $1 AND seat_no = ANY($2) ORDER BY seat_no FOR UPDATE)
-	UPDATE seat s SET status = 'HELD', booking_id = coalesce($4::bigint, currval(pg_get_serial_sequence('booking', 'id'))), held_until = $5
+	UPDATE seat s SET status = 'HELD', booking_id = currval(pg_get_serial_sequence('booking', 'id')), held_until = $4
 	FROM locked l
 	WHERE s.flight_id = $1 AND s.seat_no = l.seat_no AND s.fare_class = $3
-	  AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= $6))`
+	  AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= $5))`
 
 // whySeatsUnavailable tells a client whose seats could not all be held
 // whether it asked for something that does not exist (422) or lost to
