@@ -26,8 +26,9 @@ type CommitWaker struct {
 // block).
 func (w *CommitWaker) Set(wake func()) { w.wake.Store(&wake) }
 
+// saw notes an outbox insert in sql (lower case).
 func (w *CommitWaker) saw(conn *pgx.Conn, sql string) {
-	if strings.Contains(sql, "INSERT INTO outbox") {
+	if strings.Contains(sql, "insert into outbox") {
 		w.wrote.Store(conn, struct{}{})
 	}
 }
@@ -35,10 +36,10 @@ func (w *CommitWaker) saw(conn *pgx.Conn, sql string) {
 // TraceQueryStart notes outbox inserts and forgets them at a new
 // transaction.
 func (w *CommitWaker) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	switch sql := strings.TrimSpace(d.SQL); {
-	case strings.EqualFold(sql, "begin"):
+	switch sql := strings.ToLower(strings.TrimSpace(d.SQL)); {
+	case strings.HasPrefix(sql, "begin"), sql == "rollback":
 		w.wrote.Delete(conn)
-	case strings.EqualFold(sql, "commit"):
+	case sql == "commit":
 		if _, ok := w.wrote.LoadAndDelete(conn); ok {
 			return context.WithValue(ctx, commitKey{}, true)
 		}
@@ -66,7 +67,7 @@ func (w *CommitWaker) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tr
 
 // TraceBatchQuery notes outbox inserts sent in a pipeline.
 func (w *CommitWaker) TraceBatchQuery(_ context.Context, conn *pgx.Conn, d pgx.TraceBatchQueryData) {
-	w.saw(conn, d.SQL)
+	w.saw(conn, strings.ToLower(d.SQL))
 }
 
 // TraceBatchEnd does nothing.
