@@ -101,6 +101,10 @@ func OpenRedis(ctx context.Context, url string, o RedisOptions, log *slog.Logger
 	opt.PoolSize = o.PoolSize
 	// A script that reached Redis may have run: never send it twice.
 	opt.MaxRetries = -1
+	// One dial per attempt: go-redis otherwise dials 5 times 100 ms apart,
+	// so each request the breaker lets through to a Redis that is down
+	// would wait 0.4–0.8 s instead of failing at once.
+	opt.DialerRetries = 1
 	opt.DisableIdentity = true
 	r.Client = redis.NewClient(opt)
 	r.Cmd = r.Client
