@@ -211,7 +211,9 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 		if rdb, err = guard.OpenRedis(ctx, cfg.RedisURL, guard.RedisOptions{Prefix: o.RedisPrefix, AutoPipeline: cfg.RedisURL != ""}, o.Log); err != nil {
 			return nil, err
 		}
-		ready["redis"] = rdb.Ping
+		// berth serves without Redis (the layers step aside): an outage
+		// must not take every process out of the load balancer.
+		ready["redis"] = degraded(rdb.Ping)
 	}
 	a.Guard = guard.New(guard.Config{
 		On: cfg.Protect, HoldLimit: cfg.HoldLimit, RequestLimit: cfg.RequestLimit, ShedWait: cfg.ShedWait,
@@ -224,6 +226,17 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 		}
 	}
 	return ready, nil
+}
+
+// degraded marks the failures of check as a dependency berth serves
+// without (httpapi.ErrDegraded): /readyz then stays 200.
+func degraded(check func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := check(ctx); err != nil {
+			return fmt.Errorf("%w: %w", httpapi.ErrDegraded, err)
+		}
+		return nil
+	}
 }
 
 // reads is where searches and seat maps read: the replica while it is
