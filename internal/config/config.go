@@ -290,6 +290,13 @@ func (c *Config) Validate() error {
 	if c.PublicURL != "" && !isURL(c.PublicURL, "http", "https") {
 		bad("BERTH_PUBLIC_URL", "must be an http(s):// URL")
 	}
+	if c.GatewayURL != "" && c.PublicURL == "" && !loopback(c.HTTPAddr) {
+		// Without it each process gives the gateway its own address, so a
+		// charge's webhooks reach only the process that started it: while
+		// that one restarts, paid customers lose their seats.
+		bad("BERTH_PUBLIC_URL", "is required with BERTH_GATEWAY_URL when BERTH_HTTP_ADDR (%q) is not a loopback address: "+
+			"the URL where the gateway reaches every berth process (the load balancer), for its webhooks", c.HTTPAddr)
+	}
 	if len(c.AuthSecret) < 16 {
 		bad("BERTH_AUTH_SECRET", "is required, at least 16 characters")
 	}
@@ -346,6 +353,20 @@ func WebhookKey(secret string) ([]byte, error) {
 		return nil, errors.New("the part after whsec_ must be base64 of at least 16 bytes")
 	}
 	return key, nil
+}
+
+// loopback reports whether the listen address addr accepts only
+// connections from this machine.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func isURL(s string, schemes ...string) bool {

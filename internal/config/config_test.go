@@ -101,3 +101,40 @@ func TestSurgeSettings(t *testing.T) {
 		t.Errorf("flags: HoldLimit %v, RequestLimit %v", c.HoldLimit, c.RequestLimit)
 	}
 }
+
+// With a real gateway, processes that others can reach must share one public
+// URL for webhooks; on loopback (one machine, development) the listen
+// address will do.
+func TestPublicURLWithGateway(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		addr, public string
+		ok           bool
+	}{
+		{":8080", "", false},
+		{"0.0.0.0:8080", "", false},
+		{"10.0.0.5:8080", "", false},
+		{":8080", "https://book.example.com", true},
+		{"127.0.0.1:8080", "", true},
+		{"[::1]:8080", "", true},
+		{"localhost:8080", "", true},
+	}
+	for _, tt := range tests {
+		m := with("BERTH_GATEWAY_URL", "https://pay.example.com")
+		m["BERTH_HTTP_ADDR"] = tt.addr
+		if tt.public != "" {
+			m["BERTH_PUBLIC_URL"] = tt.public
+		}
+		_, err := Load(nil, env(m))
+		if tt.ok && err != nil {
+			t.Errorf("addr %q public %q: %v", tt.addr, tt.public, err)
+		}
+		if !tt.ok && (err == nil || !strings.Contains(err.Error(), "BERTH_PUBLIC_URL: is required")) {
+			t.Errorf("addr %q without a public URL: err = %v, want one naming BERTH_PUBLIC_URL", tt.addr, err)
+		}
+	}
+	// Without a gateway (the built-in simulator) nothing is required.
+	if _, err := Load(nil, env(valid)); err != nil {
+		t.Errorf("no gateway: %v", err)
+	}
+}
