@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -261,4 +263,18 @@ func collect(rows pgx.Rows) ([]*Booking, error) {
 type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// EffectOf names the booking id as the effect of a request under an
+// Idempotency-Key (see pg.RecordEffect).
+func EffectOf(id int64) string { return "booking:" + strconv.FormatInt(id, 10) }
+
+// EffectBooking returns the booking id an effect names, if it names one.
+func EffectBooking(effect string) (int64, bool) {
+	s, ok := strings.CutPrefix(effect, "booking:")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	return id, err == nil
 }

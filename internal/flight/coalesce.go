@@ -225,7 +225,22 @@ func (c *coalescer) flush(flightID int64, batch []*call) {
 		return pg.InTx(ctx, c.svc.pool, func(tx pgx.Tx) error {
 			var err error
 			results, err = holdBatch(ctx, tx, flightID, reqs, c.svc.clock.Now(), c.svc.holdTTL, lockQuota)
-			return err
+			if err != nil {
+				return err
+			}
+			// Each request's Idempotency-Key learns, with the batch, what
+			// it made; a key lost to a retry fails the batch, which is then
+			// held one by one.
+			for i, cl := range batch {
+				claim, ok := pg.KeyClaimOf(cl.ctx)
+				if !ok || results[i].err != nil {
+					continue
+				}
+				if err := pg.RecordEffectOf(ctx, tx, claim, booking.EffectOf(results[i].b.ID)); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 	}
 	err := try(false)

@@ -94,8 +94,10 @@ func (s *Service) holdAlone(ctx context.Context, r HoldRequest) (*booking.Bookin
 	var b *booking.Booking
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		b, err = HoldTx(ctx, tx, r, s.clock.Now(), s.holdTTL)
-		return err
+		if b, err = HoldTx(ctx, tx, r, s.clock.Now(), s.holdTTL); err != nil {
+			return err
+		}
+		return pg.RecordEffect(ctx, tx, booking.EffectOf(b.ID))
 	})
 	return b, err
 }

@@ -15,6 +15,7 @@ import (
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/pg"
 )
 
 // Idempotency keys (API.md; the IETF Idempotency-Key draft and Stripe's
@@ -94,7 +95,7 @@ func (s *Server) idempotent(mode keyMode, h handlerFunc) handlerFunc {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		q := keyedRequest{caller: c.ID, key: values[0], method: r.Method, path: r.URL.Path, hash: sha256Sum(body)}
 
-		lease, stored, err := s.claimKey(r.Context(), q)
+		lease, stored, err := s.claimKey(r.Context(), q, c)
 		if err != nil {
 			return err
 		}
@@ -104,14 +105,18 @@ func (s *Server) idempotent(mode keyMode, h handlerFunc) handlerFunc {
 		}
 		// This request owns the key. It runs to the end even if the client
 		// goes away, so that the retry finds its answer, within its lease.
+		// Its transactions record what they made under the key
+		// (pg.RecordEffect), so that a key whose effect committed is never
+		// run again, even if its answer below is lost.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), keyWorkTime)
 		defer cancel()
+		ctx = pg.WithKeyClaim(ctx, pg.KeyClaim{CallerID: q.caller, Key: q.key, Lease: lease})
 		r = r.WithContext(ctx)
 		buf := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
 		done := false
 		defer func() {
 			if !done { // h panicked: free the key for a retry
-				s.settleKey(ctx, q, lease, nil)
+				s.settleKey(q, lease, nil)
 			}
 		}()
 		if err := h(buf, r, c); err != nil {
@@ -120,9 +125,9 @@ func (s *Server) idempotent(mode keyMode, h handlerFunc) handlerFunc {
 		done = true
 		answer := buf.answer()
 		if !finalStatus(answer.Status) {
-			s.settleKey(ctx, q, lease, nil)
+			s.settleKey(q, lease, nil)
 		} else {
-			s.settleKey(ctx, q, lease, &answer)
+			s.settleKey(q, lease, &answer)
 		}
 		answer.write(w, false)
 		return nil
@@ -155,8 +160,10 @@ func finalStatus(status int) bool {
 
 // claimKey makes this request the owner of its key and returns its lease,
 // or returns the stored answer to replay, or a fault: 422 for a different
-// request under the key, 409 while its first request runs.
-func (s *Server) claimKey(ctx context.Context, q keyedRequest) (string, *storedAnswer, error) {
+// request under the key, 409 while its first request runs. A key whose
+// request committed its effect but whose answer was lost is never run
+// again: once its lease is over, the answer is made from the effect.
+func (s *Server) claimKey(ctx context.Context, q keyedRequest, c booking.Caller) (string, *storedAnswer, error) {
 	// A row may vanish between the INSERT and the SELECT (its request ended
 	// without a final answer): then try again, a bounded number of times.
 	for range 3 {
@@ -171,10 +178,10 @@ func (s *Server) claimKey(ctx context.Context, q keyedRequest) (string, *storedA
 			ON CONFLICT (caller_id, idem_key) DO UPDATE SET
 				method = EXCLUDED.method, path = EXCLUDED.path, request_hash = EXCLUDED.request_hash,
 				lease = EXCLUDED.lease, locked_until = EXCLUDED.locked_until,
-				response_status = NULL, response_headers = NULL, response_body = NULL,
+				response_status = NULL, response_headers = NULL, response_body = NULL, effect = NULL,
 				created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
 			WHERE k.expires_at <= $6
-			   OR (k.response_status IS NULL AND k.locked_until <= $6
+			   OR (k.response_status IS NULL AND k.locked_until <= $6 AND k.effect IS NULL
 			       AND k.method = EXCLUDED.method AND k.path = EXCLUDED.path AND k.request_hash = EXCLUDED.request_hash)
 			RETURNING lease::text`,
 			q.caller, q.key, q.method, q.path, q.hash, now, now.Add(keyLease), now.Add(keyTTL)).Scan(&lease)
@@ -190,10 +197,13 @@ func (s *Server) claimKey(ctx context.Context, q keyedRequest) (string, *storedA
 			status       *int
 			headers      map[string]string
 			body         []byte
+			effect       *string
+			lockedUntil  *time.Time
 		)
-		err = s.Pool.QueryRow(ctx, `SELECT method, path, request_hash, response_status, response_headers, response_body
+		err = s.Pool.QueryRow(ctx, `SELECT method, path, request_hash, response_status, response_headers, response_body,
+				effect, locked_until
 			FROM idempotency_key WHERE caller_id = $1 AND idem_key = $2`, q.caller, q.key).
-			Scan(&method, &path, &hash, &status, &headers, &body)
+			Scan(&method, &path, &hash, &status, &headers, &body, &effect, &lockedUntil)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -204,6 +214,13 @@ func (s *Server) claimKey(ctx context.Context, q keyedRequest) (string, *storedA
 			return "", nil, fault.New(fault.IdempotencyKeyReused,
 				"this Idempotency-Key was used for a different request (%s %s or another body)", method, path)
 		}
+		if status == nil && effect != nil && lockedUntil != nil && !lockedUntil.After(now) {
+			a, err := s.answerFromEffect(ctx, q, c, *effect)
+			if err != nil {
+				return "", nil, err
+			}
+			return "", a, nil
+		}
 		if status == nil {
 			return "", nil, keyInUse()
 		}
@@ -212,34 +229,102 @@ func (s *Server) claimKey(ctx context.Context, q keyedRequest) (string, *storedA
 	return "", nil, keyInUse()
 }
 
+// answerFromEffect makes and stores the answer of a key whose request
+// committed effect but whose answer was lost: for a hold, 201 with the
+// booking as it is now. A key whose effect names nothing it can answer
+// from stays 409 idempotency_key_in_use: running it again could make the
+// effect twice.
+func (s *Server) answerFromEffect(ctx context.Context, q keyedRequest, c booking.Caller, effect string) (*storedAnswer, error) {
+	id, ok := booking.EffectBooking(effect)
+	if !ok || q.method != http.MethodPost || q.path != "/bookings" {
+		return nil, keyInUse()
+	}
+	b, err := booking.Get(ctx, s.Pool, c, id)
+	if err != nil {
+		return nil, fmt.Errorf("answer idempotency key from booking %d: %w", id, err)
+	}
+	buf := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
+	buf.header.Set("Location", fmt.Sprintf("/bookings/%d", b.ID))
+	writeJSON(buf, http.StatusCreated, b.View())
+	a := buf.answer()
+	headers, err := json.Marshal(a.Headers)
+	if err != nil {
+		return nil, fmt.Errorf("answer idempotency key: %w", err)
+	}
+	// Whoever stores it first wins; the answer is the same either way.
+	if _, err := s.Pool.Exec(ctx, `UPDATE idempotency_key
+			SET response_status = $4, response_headers = $5, response_body = $6, lease = NULL, locked_until = NULL
+			WHERE caller_id = $1 AND idem_key = $2 AND effect = $3 AND response_status IS NULL`,
+		q.caller, q.key, effect, a.Status, headers, a.Body); err != nil {
+		return nil, fmt.Errorf("store the answer of idempotency key: %w", err)
+	}
+	s.log.Warn("idempotency key answered from its effect (its answer had been lost)", "caller", q.caller, "effect", effect)
+	return &a, nil
+}
+
 func keyInUse() error {
 	return &fault.Error{Code: fault.IdempotencyKeyInUse, RetryAfter: time.Second,
 		Detail: "a request with this Idempotency-Key is still being processed; retry later"}
 }
 
+// settleTime bounds how long settleKey keeps trying; settleRetry is the
+// first pause between its attempts, doubled each time.
+const (
+	settleTime  = 20 * time.Second
+	settleRetry = 50 * time.Millisecond
+)
+
 // settleKey stores the answer under the key, or, with a nil answer,
-// releases the key so that a retry runs again. It acts only while this
-// request still holds the lease. A failure is logged: the answer still goes
-// to the client, and the lease's end frees the key.
-func (s *Server) settleKey(ctx context.Context, q keyedRequest, lease string, a *storedAnswer) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+// releases the key so that a retry runs again; a key whose effect committed
+// is not released but its lease ended, so that the retry is answered from
+// the effect. It acts only while this request still holds the lease.
+//
+// It runs on a context of its own, free of the request's deadlines and of
+// the connection-wait budget of load shedding, and tries again for a while:
+// the client gets its answer anyway, and a key left leased would answer 409
+// until its lease ends. If it still fails, the effect recorded with the key
+// keeps a retry from running the request again.
+func (s *Server) settleKey(q keyedRequest, lease string, a *storedAnswer) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTime)
 	defer cancel()
-	var err error
-	if a == nil {
-		_, err = s.Pool.Exec(ctx, `DELETE FROM idempotency_key WHERE caller_id = $1 AND idem_key = $2 AND lease = $3`,
-			q.caller, q.key, lease)
-	} else {
-		var headers []byte
-		if headers, err = json.Marshal(a.Headers); err == nil {
-			_, err = s.Pool.Exec(ctx, `UPDATE idempotency_key
-				SET response_status = $4, response_headers = $5, response_body = $6, lease = NULL, locked_until = NULL
-				WHERE caller_id = $1 AND idem_key = $2 AND lease = $3`,
-				q.caller, q.key, lease, a.Status, headers, a.Body)
+	var headers []byte
+	if a != nil {
+		var err error
+		if headers, err = json.Marshal(a.Headers); err != nil {
+			s.log.Error("settle idempotency key", "caller", q.caller, "path", q.path, "err", err)
+			return
 		}
 	}
-	if err != nil {
-		s.log.Error("settle idempotency key", "caller", q.caller, "path", q.path, "err", err)
+	pause := settleRetry
+	for {
+		err := s.settleOnce(ctx, q, lease, a, headers)
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.log.Error("settle idempotency key", "caller", q.caller, "path", q.path, "err", err)
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
 	}
+}
+
+func (s *Server) settleOnce(ctx context.Context, q keyedRequest, lease string, a *storedAnswer, headers []byte) error {
+	if a != nil {
+		_, err := s.Pool.Exec(ctx, `UPDATE idempotency_key
+			SET response_status = $4, response_headers = $5, response_body = $6, lease = NULL, locked_until = NULL
+			WHERE caller_id = $1 AND idem_key = $2 AND lease = $3`,
+			q.caller, q.key, lease, a.Status, headers, a.Body)
+		return err
+	}
+	_, err := s.Pool.Exec(ctx, `WITH released AS (
+			DELETE FROM idempotency_key WHERE caller_id = $1 AND idem_key = $2 AND lease = $3 AND effect IS NULL)
+		UPDATE idempotency_key SET locked_until = $4
+			WHERE caller_id = $1 AND idem_key = $2 AND lease = $3 AND effect IS NOT NULL`,
+		q.caller, q.key, lease, s.Clock.Now())
+	return err
 }
 
 // PurgeIdempotencyKeys deletes up to limit keys whose 24 hours are over and

@@ -198,7 +198,7 @@ func TestKeyLeaseAndExpiry(t *testing.T) {
 	b.answer = created
 	// What a crashed owner leaves behind: a row without an answer.
 	q := keyedRequest{caller: 1, key: "crashed", method: http.MethodPost, path: "/t"}
-	lease, _, err := b.srv.claimKey(context.Background(), withHash(q, `{}`))
+	lease, _, err := b.srv.claimKey(context.Background(), withHash(q, `{}`), booking.Caller{ID: 1})
 	if err != nil || lease == "" {
 		t.Fatalf("claim: %q %v", lease, err)
 	}
@@ -213,7 +213,7 @@ func TestKeyLeaseAndExpiry(t *testing.T) {
 		t.Errorf("the same request after the lease: %d, want 201", resp.StatusCode)
 	}
 	// The late owner's answer must not overwrite the new owner's.
-	b.srv.settleKey(context.Background(), q, lease, &storedAnswer{Status: 500})
+	b.srv.settleKey(q, lease, &storedAnswer{Status: 500})
 	if resp, body := b.post(t, 1, "crashed", `{}`); resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("replay after a stale owner settled: %d %s", resp.StatusCode, body)
 	}

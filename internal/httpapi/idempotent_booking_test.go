@@ -130,3 +130,41 @@ func TestIdempotentHoldConcurrent(t *testing.T) {
 		t.Errorf("after: %d %s, want %s", r.Status, r.Body, body)
 	}
 }
+
+// A hold whose answer was not stored (the process died, or the database
+// went away, between the commit and the settle) is never run again under
+// its key: during the lease a retry is 409, after it the retry is answered
+// from the booking it made, and no second booking is held.
+func TestIdempotentHoldAnswerLost(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(1, 3, "AB")})
+	body := map[string]any{"flightId": flightID, "fareClass": "ECONOMY", "quantity": 1}
+	first := holdWithKey(s, 5, "lost", body)
+	if first.Status != http.StatusCreated {
+		t.Fatalf("hold: %d %s", first.Status, first.Body)
+	}
+	// What a settle that failed after the commit leaves: the key leased,
+	// without an answer.
+	if _, err := s.App.Pool.Exec(context.Background(), `UPDATE idempotency_key
+		SET response_status = NULL, response_headers = NULL, response_body = NULL,
+			lease = gen_random_uuid(), locked_until = $1
+		WHERE caller_id = 5 AND idem_key = 'lost'`, s.Clock.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if r := holdWithKey(s, 5, "lost", body); r.Status != http.StatusConflict || r.Code() != "idempotency_key_in_use" {
+		t.Errorf("retry during the lease: %d %s, want 409 idempotency_key_in_use", r.Status, r.Body)
+	}
+	s.Clock.Advance(2 * time.Minute)
+	for range 2 {
+		r := holdWithKey(s, 5, "lost", body)
+		if r.Status != http.StatusCreated || r.Map(t)["bookingId"] != first.Map(t)["bookingId"] ||
+			r.Header.Get("Location") != first.Header.Get("Location") || r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("retry after the lease: %d %s Location %q, want the first booking %s replayed",
+				r.Status, r.Body, r.Header.Get("Location"), first.Body)
+		}
+	}
+	if n := bookings(t, s); n != 1 {
+		t.Errorf("%d bookings, want 1: the hold ran again", n)
+	}
+}

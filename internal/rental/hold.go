@@ -126,8 +126,10 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 	var b *booking.Booking
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		b, err = HoldTx(ctx, tx, s.life, r, s.clock.Now(), s.holdTTL)
-		return err
+		if b, err = HoldTx(ctx, tx, s.life, r, s.clock.Now(), s.holdTTL); err != nil {
+			return err
+		}
+		return pg.RecordEffect(ctx, tx, booking.EffectOf(b.ID))
 	})
 	return b, err
 }
