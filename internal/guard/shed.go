@@ -3,9 +3,12 @@ package guard
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,6 +69,9 @@ func AsOverload(ctx context.Context, err error) error {
 	if DatabaseRefused(err) {
 		return overloadedBy(err, "the database cannot take the request now; try again shortly")
 	}
+	if DatabaseLost(err) {
+		return overloadedBy(err, "the connection to the database was lost; try again shortly")
+	}
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.Canceled) {
 		return err
 	}
@@ -88,6 +94,28 @@ func DatabaseRefused(err error) bool {
 	var pe *pgconn.PgError
 	// too_many_connections, cannot_connect_now
 	return errors.As(err, &pe) && (pe.Code == "53300" || pe.Code == "57P03")
+}
+
+// DatabaseLost reports whether err is a connection lost under a request:
+// the network failed on an open connection, or PostgreSQL ended it
+// (admin_shutdown, crash_shutdown, a connection exception). When pgx knows
+// nothing reached the server (pgconn.SafeToRetry) the request had no
+// effect; otherwise a retry under its Idempotency-Key finds what it made.
+// Either way the client is told to come back, never given a 500.
+func DatabaseLost(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the request's own deadline or its client leaving
+	}
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "57P01" || pe.Code == "57P02" || strings.HasPrefix(pe.Code, "08")
+	}
+	var ne net.Error
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.As(err, &ne)
 }
 
 // lane is a counting semaphore with a bounded wait.
