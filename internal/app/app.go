@@ -295,6 +295,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	}
 	if a.Config.Events.InServe {
 		wg.Go(func() { a.Events.Run(workers) })
+		if a.Refunds != nil {
+			wg.Go(func() { a.Refunds.Run(workers, time.Second) })
+		}
 	}
 	if a.Config.Protect {
 		wg.Go(func() { a.Guard.Room.Run(workers) })

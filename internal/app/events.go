@@ -82,6 +82,9 @@ func (a *App) RunWorker(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
 	a.runAudit(ctx, &wg)
 	go func() {
+		if a.Refunds != nil {
+			go a.Refunds.Run(ctx, time.Second)
+		}
 		a.Events.Run(ctx)
 		wg.Wait()
 		close(done)

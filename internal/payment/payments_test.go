@@ -1,6 +1,7 @@
 package payment_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/config"
+	berthevents "berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/payment/paytest"
 )
@@ -302,4 +304,48 @@ func TestRefundWebhookBeforeGatewayAnswer(t *testing.T) {
 	}
 	settle(t, s, relay)
 	mustAudit(t, s)
+}
+
+// handleOnly is a consumer as the event relay sees it: Handle, and nothing
+// the refunds consumer does after its transaction.
+type handleOnly struct{ berthevents.Consumer }
+
+// A gateway that hangs holds up no event: the refunds consumer records the
+// refund in the relay's transaction without calling the gateway, and the
+// refund is sent afterwards, outside any transaction, once the gateway
+// answers.
+func TestRefundConsumerDoesNotWaitForGateway(t *testing.T) {
+	t.Parallel()
+	g := &fakeGateway{t: t}
+	s := startWithGateway(t, g)
+	pool := s.App.Pool
+	flightID := newFlight(t, s)
+	id := hold(t, s, 7, flightID, "10A")
+	s.Clock.Advance(11 * time.Minute)
+	paytest.Pay(t, s, id) // late: refunded
+
+	block := make(chan struct{})
+	g.mu.Lock()
+	g.block = block
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	relay := &paytest.Relay{Pool: pool, Consumer: handleOnly{s.App.Refunds}}
+	if n, errs := relay.Drain(ctx); n != 1 || len(errs) != 0 {
+		t.Errorf("refund event while the gateway hangs: %d processed, errors %v; want it handled at once", n, errs)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM refund WHERE booking_id = $1 AND status = 'REQUESTED'`, id); n != 1 {
+		t.Errorf("%d refunds recorded, want 1", n)
+	}
+
+	g.mu.Lock()
+	g.block = nil
+	g.mu.Unlock()
+	close(block)
+	if _, errs := (&paytest.Relay{Pool: pool, Consumer: s.App.Refunds}).Drain(t.Context()); len(errs) != 0 {
+		t.Fatalf("send: %v", errs)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM refund WHERE booking_id = $1 AND gateway_refund_id IS NOT NULL`, id); n != 1 {
+		t.Errorf("refund not sent to the gateway once it answered")
+	}
 }

@@ -5,15 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/outbox"
+	"berth.dev/berth/internal/pg"
 )
 
 // Refunds is the consumer of refund.requested events: it records the refund
-// against the charge it returns and asks the gateway for it. The gateway's
+// against the charge it returns, in the consumer's transaction; Send then
+// asks the gateway for it, outside any transaction (record, commit, call,
+// record the outcome), so that a slow gateway holds up neither a
+// transaction nor the other consumers' events. The gateway's
 // idempotency key is derived from the event id, so an event delivered again
 // (or retried after a timeout) never refunds twice; the refund.succeeded
 // webhook completes it.
@@ -31,9 +36,9 @@ func (*Refunds) Name() string { return "refunds" }
 // consumer nothing else (and records nothing for other events).
 func (*Refunds) Wants(e events.Event) bool { return e.Type == outbox.RefundRequested }
 
-// Handle processes one event within tx; events other than refund.requested
-// are ignored. It returns an error (and the event is retried later) when the
-// gateway cannot be reached.
+// Handle records the refund one event asks for, within tx; events other
+// than refund.requested are ignored. It does not call the gateway: Send
+// does, after tx commits.
 func (r *Refunds) Handle(ctx context.Context, tx pgx.Tx, e events.Event) error {
 	if e.Type != outbox.RefundRequested {
 		return nil
@@ -93,22 +98,108 @@ func (r *Refunds) Handle(ctx context.Context, tx pgx.Tx, e events.Event) error {
 	if err != nil {
 		return fmt.Errorf("record refund of booking %d: %w", req.BookingID, err)
 	}
-	if status != "REQUESTED" {
-		return nil
+	// The gateway is asked by Send, after this transaction commits.
+	return nil
+}
+
+// Gateway calls of the refund sender.
+const (
+	// refundClaim is how long a sender owns a refund it is asking the
+	// gateway for; a sender that died lets another take it after.
+	refundClaim = time.Minute
+	// refundRetry is the pause before a refund the gateway refused is
+	// asked for again.
+	refundRetry = 2 * time.Second
+	// refundBatch is the most refunds one Send asks for.
+	refundBatch = 50
+)
+
+// Send asks the gateway for the refunds recorded but not yet sent, up to
+// a bounded batch, outside any transaction: each is claimed (committed),
+// sent, and its outcome recorded in a short transaction of its own. With
+// retryNow it also sends those waiting out a pause after a failure. It
+// returns how many the gateway took and the errors of the others, which
+// are sent again later.
+func (r *Refunds) Send(ctx context.Context, retryNow bool) (int, []error) {
+	s := r.s
+	type unsent struct {
+		id, bookingID, amount int64
+		eventID, currency, txn string
 	}
+	rows, err := s.pool.Query(ctx, `UPDATE refund r SET next_attempt_at = now() + $1::interval
+		FROM payment p
+		WHERE r.id IN (SELECT id FROM refund
+				WHERE status = 'REQUESTED' AND gateway_refund_id IS NULL
+				  AND ($3 OR next_attempt_at IS NULL OR next_attempt_at <= now())
+				ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
+		  AND p.id = r.payment_id
+		RETURNING r.id, r.event_id::text, r.booking_id, r.amount, r.currency, p.provider_txn_id`,
+		refundClaim.String(), refundBatch, retryNow)
+	if err != nil {
+		return 0, []error{fmt.Errorf("claim refunds to send: %w", err)}
+	}
+	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (unsent, error) {
+		var u unsent
+		err := row.Scan(&u.id, &u.eventID, &u.bookingID, &u.amount, &u.currency, &u.txn)
+		return u, err
+	})
+	if err != nil {
+		return 0, []error{fmt.Errorf("claim refunds to send: %w", err)}
+	}
+	n := 0
+	var errs []error
+	for _, u := range batch {
+		if err := r.send(ctx, u.id, u.eventID, u.bookingID, u.amount, u.currency, u.txn); err != nil {
+			errs = append(errs, err)
+			// Let it be tried again soon rather than after the claim.
+			if _, err := s.pool.Exec(ctx, `UPDATE refund SET next_attempt_at = now() + $2::interval WHERE id = $1`,
+				u.id, refundRetry.String()); err != nil {
+				s.log.Warn("reschedule refund", "refund", u.id, "err", err)
+			}
+			continue
+		}
+		n++
+	}
+	return n, errs
+}
+
+func (r *Refunds) send(ctx context.Context, id int64, eventID string, bookingID, amount int64, currency, txn string) error {
+	s := r.s
 	if *s.baseURL.Load() == "" {
 		// Without it the gateway could never report the refund back. A
 		// process that does not serve the API (berth worker) must be told.
-		return fmt.Errorf("refund booking %d: BERTH_PUBLIC_URL is needed where berth does not serve the API, for the gateway's webhooks", req.BookingID)
+		return fmt.Errorf("refund booking %d: BERTH_PUBLIC_URL is needed where berth does not serve the API, for the gateway's webhooks", bookingID)
 	}
-	res, err := s.gateway.Refund(ctx, "refund-"+e.ID, RefundRequest{
-		ProviderTxnID: txn, BookingID: req.BookingID, Amount: req.Amount, Currency: req.Currency, WebhookURL: s.WebhookURL(),
+	res, err := s.gateway.Refund(ctx, "refund-"+eventID, RefundRequest{
+		ProviderTxnID: txn, BookingID: bookingID, Amount: amount, Currency: currency, WebhookURL: s.WebhookURL(),
 	})
 	if err != nil {
-		return fmt.Errorf("refund booking %d: %w", req.BookingID, err)
+		return fmt.Errorf("refund booking %d: %w", bookingID, err)
 	}
 	s.refunds.WithLabelValues("requested").Inc()
-	return r.link(ctx, tx, refundID, res.RefundID)
+	return pg.InTx(ctx, s.pool, func(tx pgx.Tx) error { return r.link(ctx, tx, id, res.RefundID) })
+}
+
+// Run sends recorded refunds every interval until ctx ends, each pass
+// bounded in refunds and time.
+func (r *Refunds) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		passCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, errs := r.Send(passCtx, false)
+		cancel()
+		for _, err := range errs {
+			if ctx.Err() == nil {
+				r.s.log.Warn("send refund", "err", err)
+			}
+		}
+	}
 }
 
 // link stores the gateway's id of refund id. If the refund.succeeded

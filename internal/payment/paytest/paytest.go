@@ -113,7 +113,8 @@ func Confirm(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, id int64) 
 
 // Relay hands refund.requested events from the outbox to a consumer, each
 // once, as the event relay will: Handle runs in a transaction, and an event
-// whose Handle failed is handed again by the next Drain.
+// whose Handle failed is handed again by the next Drain. A consumer that
+// sends after its transaction (the refunds consumer) is then told to send.
 type Relay struct {
 	Pool     *pgxpool.Pool
 	Consumer events.Consumer
@@ -155,6 +156,14 @@ func (r *Relay) Drain(ctx context.Context) (int, []error) {
 		}
 		r.done[e.ID] = true
 		n++
+	}
+	// The refunds consumer asks the gateway after its transaction, as the
+	// running process does every second.
+	if sender, ok := r.Consumer.(interface {
+		Send(ctx context.Context, retryNow bool) (int, []error)
+	}); ok {
+		_, sendErrs := sender.Send(ctx, true)
+		errs = append(errs, sendErrs...)
 	}
 	return n, errs
 }
