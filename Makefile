@@ -3,7 +3,7 @@ GO ?= go
 GOLANGCI_VERSION := v2.15.0
 BIN := $(CURDIR)/.bin
 
-.PHONY: run test lint vet build bench clean screenshots
+.PHONY: run test faults lint vet build bench clean screenshots
 
 ## run: a local stack with demo data (private PostgreSQL when BERTH_DATABASE_URL is unset)
 run:
@@ -16,6 +16,11 @@ test:
 	./scripts/testenv.sh sh -c '$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v "/web$$") && \
 		$(GO) test -race -count=1 -timeout 10m ./web/'
 
+## faults: the fault suite (internal/faults): two berth processes on a throw-away PostgreSQL and
+## Redis under load while the database stops, a process is killed, terminated or paused and Redis
+## dies; then berth audit, the history check and Porcupine. A few minutes; it starts its own servers.
+faults:
+	$(GO) test -tags faults -race -count=1 -timeout 15m -v -run TestFaults ./internal/faults/
 
 ## screenshots: the README's pictures (docs/img), made by the browser tests
 screenshots:

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -50,8 +51,30 @@ func Cleanup() {
 
 // Process is a `berth serve` process.
 type Process struct {
-	URL string
-	cmd *exec.Cmd
+	URL     string
+	cmd     *exec.Cmd
+	stopped atomic.Bool // stopped by the test (Stop): the cleanup has nothing to check
+}
+
+// Signal sends sig to the process (SIGSTOP, SIGCONT, …).
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Stop sends sig (SIGTERM, SIGKILL) and waits up to timeout for the process
+// to exit, returning how it exited (nil: status 0).
+func (p *Process) Stop(sig os.Signal, timeout time.Duration) error {
+	p.stopped.Store(true)
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		return fmt.Errorf("berth serve did not exit within %s of %s", timeout, sig)
+	}
 }
 
 // StartProcess runs `berth serve` on dbURL (already migrated) with the test
@@ -119,6 +142,9 @@ func StartProcess(t testing.TB, dbURL string, env ...string) *Process {
 		t.Fatalf("apptest: berth serve did not start listening:\n%s", strings.Join(logTail, "\n"))
 	}
 	t.Cleanup(func() {
+		if p.stopped.Load() {
+			return
+		}
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
