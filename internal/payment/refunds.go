@@ -123,7 +123,7 @@ const (
 func (r *Refunds) Send(ctx context.Context, retryNow bool) (int, []error) {
 	s := r.s
 	type unsent struct {
-		id, bookingID, amount int64
+		id, bookingID, amount  int64
 		eventID, currency, txn string
 	}
 	rows, err := s.pool.Query(ctx, `UPDATE refund r SET next_attempt_at = now() + $1::interval
