@@ -76,7 +76,9 @@ func (e *env) down(i int) {
 }
 
 func setup(t *testing.T) *env {
-	pg := testsvc.StartPostgres(t, testsvc.PostgresOptions{})
+	// Durable: an immediate stop is a crash, and a commit berth answered
+	// must survive it.
+	pg := testsvc.StartPostgres(t, testsvc.PostgresOptions{Durable: true})
 	e := &env{t: t, pg: pg, redis: testsvc.StartRedis(t), dbURL: pg.CreateDatabase(t, "berth")}
 	cmd := exec.Command(apptest.Binary(t), "migrate")
 	cmd.Env = append(os.Environ(), "BERTH_DATABASE_URL="+e.dbURL)
