@@ -43,9 +43,12 @@ type Postgres struct {
 type PostgresOptions struct {
 	// MaxConnections is max_connections (default 200).
 	MaxConnections int
-	// Durable keeps fsync and synchronous commit on (default off: the
-	// tests that stop the server do it with -m immediate, which loses
-	// nothing committed either way, since the data folder survives).
+	// Durable keeps fsync and synchronous commit on. By default they are
+	// off, for speed: then a stop with -m immediate (a crash) can lose the
+	// last commits the server had already acknowledged, since
+	// synchronous_commit=off answers before the WAL is written. Tests that
+	// hold berth's answers against the database after a crash (the fault
+	// suite) need Durable.
 	Durable bool
 	// Settings are more -c name=value server settings.
 	Settings map[string]string
