@@ -267,10 +267,13 @@ func keyInUse() error {
 		Detail: "a request with this Idempotency-Key is still being processed; retry later"}
 }
 
-// settleTime bounds how long settleKey keeps trying; settleRetry is the
-// first pause between its attempts, doubled each time.
+// settleFirst bounds the attempt made before the client is answered;
+// settleTime bounds how long settleKey then keeps trying in the background,
+// and settleRetry is the first pause between those attempts, doubled each
+// time.
 const (
-	settleTime  = 20 * time.Second
+	settleFirst = 2 * time.Second
+	settleTime  = 30 * time.Second
 	settleRetry = 50 * time.Millisecond
 )
 
@@ -280,13 +283,12 @@ const (
 // the effect. It acts only while this request still holds the lease.
 //
 // It runs on a context of its own, free of the request's deadlines and of
-// the connection-wait budget of load shedding, and tries again for a while:
-// the client gets its answer anyway, and a key left leased would answer 409
-// until its lease ends. If it still fails, the effect recorded with the key
-// keeps a retry from running the request again.
+// the connection-wait budget of load shedding. When its first attempt
+// fails (the database is busy or away) the client is answered anyway and
+// the key settled in the background, for a while: a key left leased would
+// answer 409 until its lease ends. If that fails too, the effect recorded
+// with the key keeps a retry from running the request again.
 func (s *Server) settleKey(q keyedRequest, lease string, a *storedAnswer) {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTime)
-	defer cancel()
 	var headers []byte
 	if a != nil {
 		var err error
@@ -295,17 +297,29 @@ func (s *Server) settleKey(q keyedRequest, lease string, a *storedAnswer) {
 			return
 		}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleFirst)
+	err := s.settleOnce(ctx, q, lease, a, headers)
+	cancel()
+	if err == nil {
+		return
+	}
+	s.log.Warn("settle idempotency key: trying again in the background", "caller", q.caller, "path", q.path, "err", err)
+	go s.settleLater(q, lease, a, headers)
+}
+
+func (s *Server) settleLater(q keyedRequest, lease string, a *storedAnswer, headers []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTime)
+	defer cancel()
 	pause := settleRetry
 	for {
-		err := s.settleOnce(ctx, q, lease, a, headers)
-		if err == nil {
-			return
-		}
 		select {
 		case <-ctx.Done():
-			s.log.Error("settle idempotency key", "caller", q.caller, "path", q.path, "err", err)
+			s.log.Error("settle idempotency key: gave up", "caller", q.caller, "path", q.path)
 			return
 		case <-time.After(pause):
+		}
+		if err := s.settleOnce(ctx, q, lease, a, headers); err == nil {
+			return
 		}
 		pause = min(2*pause, 2*time.Second)
 	}
