@@ -483,6 +483,7 @@ type seatOutput struct{ held bool }
 
 // linearizable checks the seat holds with Porcupine: per seat, a register
 // that the first hold takes; a repeat of the same key finds it its own.
+// 409s are in the history but always legal (see Step).
 func linearizable(t *testing.T, ops []*op) {
 	var history []porcupine.Operation
 	for i, o := range ops {
@@ -513,7 +514,11 @@ func linearizable(t *testing.T, ops []*op) {
 			if out.held {
 				return holder == "" || holder == in.key, in.key
 			}
-			return holder != "" && holder != in.key, holder
+			// A 409 is no evidence of a holder: the Redis seat gate turns a
+			// buyer away while another's hold of the seat is in flight, and
+			// that hold may then fail (the database went away). The seat
+			// is only never given to two keys.
+			return true, holder
 		},
 	}
 	if res := porcupine.CheckOperationsTimeout(model, history, 30*time.Second); res != porcupine.Ok {

@@ -126,6 +126,9 @@ func StartProcess(t testing.TB, dbURL string, env ...string) *Process {
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
 				addr <- rec.Addr
 			}
+			if strings.Contains(line, `"level":"ERROR"`) {
+				t.Logf("berth serve: %s", line) // a server error belongs in the test's log
+			}
 			if strings.Contains(line, "WARNING: DATA RACE") {
 				t.Errorf("berth serve: data race")
 			}
