@@ -40,11 +40,14 @@ func TestDatabaseLostIsOverload(t *testing.T) {
 	_ = conn.Close(ctx)
 
 	lost := map[string]error{
-		"terminated":       terminated,
-		"closed":           closed,
-		"crash_shutdown":   fmt.Errorf("hold: %w", &pgconn.PgError{Code: "57P02"}),
-		"unexpected EOF":   fmt.Errorf("hold: %w", io.ErrUnexpectedEOF),
-		"connection reset": fmt.Errorf("hold: %w", syscall.ECONNRESET),
+		"terminated":     terminated,
+		"closed":         closed,
+		"crash_shutdown": fmt.Errorf("hold: %w", &pgconn.PgError{Code: "57P02"}),
+		// pgx's "conn closed" that it does not call safe to retry (the
+		// fault suite saw it as a 500 while PostgreSQL was stopped).
+		"conn closed, not safe to retry": fmt.Errorf("hold: %w", pgconn.ErrConnClosed),
+		"unexpected EOF":                 fmt.Errorf("hold: %w", io.ErrUnexpectedEOF),
+		"connection reset":               fmt.Errorf("hold: %w", syscall.ECONNRESET),
 	}
 	for name, err := range lost {
 		if err == nil {
