@@ -164,6 +164,9 @@ func serverConfig(dbURL, redisURL string, protect bool, getenv func(string) stri
 		"BERTH_WEBHOOK_SECRET": "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16))),
 		"BERTH_PROTECT":        map[bool]string{true: "on", false: "off"}[protect],
 		"BERTH_REDIS_URL":      redisURL,
+		// The bench pays through the in-process simulator on loopback.
+		"BERTH_PAYSIM":      "on",
+		"BERTH_GATEWAY_URL": "",
 	}
 	cfg, err := config.Load(nil, func(k string) string {
 		if v, ok := forced[k]; ok {

@@ -25,9 +25,16 @@ type Config struct {
 	AuthSecret      string
 	WebhookSecret   string
 	GatewayURL      string
-	PublicURL       string // where the gateway reaches berth; "" = the listen address
-	FlightHoldTTL   time.Duration
-	CarHoldTTL      time.Duration
+	// PaySim runs the built-in payment simulator in process instead of a
+	// gateway (BERTH_PAYSIM=on): only on loopback listen addresses, since
+	// anyone who reaches it can decide any charge.
+	PaySim bool
+	// PickupEarly is how long before a rental's start the host may hand
+	// the car over (BERTH_PICKUP_EARLY).
+	PickupEarly   time.Duration
+	PublicURL     string // where the gateway reaches berth; "" = the listen address
+	FlightHoldTTL time.Duration
+	CarHoldTTL    time.Duration
 	// HoldExtension is how much later one extension moves a hold's
 	// deadline (BERTH_HOLD_EXTENSION); WaitlistOfferTTL is how long a
 	// waitlist offer's hold lasts (BERTH_WAITLIST_OFFER_TTL).
@@ -124,6 +131,7 @@ func Defaults() Config {
 		HoldExtension:    5 * time.Minute,
 		WaitlistOfferTTL: 10 * time.Minute,
 		SweepInterval:    30 * time.Second,
+		PickupEarly:      2 * time.Hour,
 		HoldLimit:        Rate{N: 3, Window: 15 * time.Minute},
 		RequestLimit:     Rate{N: 100, Window: time.Second},
 		ShedWait:         150 * time.Millisecond,
@@ -182,6 +190,7 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 		"BERTH_SHED_WAIT":          &c.ShedWait,
 		"BERTH_AUDIT_INTERVAL":     &c.AuditInterval,
 		"BERTH_READ_MAX_LAG":       &c.ReadMaxLag,
+		"BERTH_PICKUP_EARLY":       &c.PickupEarly,
 	}
 	if err := envVars(getenv, durations, time.ParseDuration, "a duration like 10m"); err != nil {
 		return err
@@ -196,14 +205,13 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 			return fmt.Errorf("BERTH_REQUEST_LIMIT: %w", err)
 		}
 	}
-	if v := getenv("BERTH_PROTECT"); v != "" {
-		switch strings.ToLower(v) {
-		case "on", "true", "1":
-			c.Protect = true
-		case "off", "false", "0":
-			c.Protect = false
-		default:
-			return fmt.Errorf("BERTH_PROTECT: %q is not on or off", v)
+	for name, dst := range map[string]*bool{"BERTH_PROTECT": &c.Protect, "BERTH_PAYSIM": &c.PaySim} {
+		if v := getenv(name); v != "" {
+			on, err := parseSwitch(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			*dst = on
 		}
 	}
 	ints := map[string]*int{
@@ -216,6 +224,17 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 		return err
 	}
 	return c.Events.fromEnv(getenv)
+}
+
+// parseSwitch reads on/off (true/false, 1/0).
+func parseSwitch(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "on", "true", "1":
+		return true, nil
+	case "off", "false", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not on or off", v)
 }
 
 // envVars sets *dst from each variable of vars that getenv gives, with
@@ -237,14 +256,16 @@ func envVars[T any](getenv func(string) string, vars map[string]*T, parse func(s
 // defaults, so flags override the environment.
 func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "listen address (BERTH_HTTP_ADDR)")
-	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL URL (BERTH_DATABASE_URL)")
-	fs.StringVar(&c.DatabaseReadURL, "database-read-url", c.DatabaseReadURL, "read-only PostgreSQL URL for searches (BERTH_DATABASE_READ_URL)")
-	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis URL (BERTH_REDIS_URL)")
+	URLVar(fs, &c.DatabaseURL, "database-url", "PostgreSQL URL (BERTH_DATABASE_URL)")
+	URLVar(fs, &c.DatabaseReadURL, "database-read-url", "read-only PostgreSQL URL for searches (BERTH_DATABASE_READ_URL)")
+	URLVar(fs, &c.RedisURL, "redis-url", "Redis URL (BERTH_REDIS_URL)")
 	fs.Func("kafka-brokers", "comma-separated Kafka brokers (BERTH_KAFKA_BROKERS)", func(s string) error {
 		c.KafkaBrokers = splitList(s)
 		return nil
 	})
-	fs.StringVar(&c.GatewayURL, "gateway-url", c.GatewayURL, "payment gateway base URL (BERTH_GATEWAY_URL)")
+	URLVar(fs, &c.GatewayURL, "gateway-url", "payment gateway base URL (BERTH_GATEWAY_URL)")
+	fs.BoolVar(&c.PaySim, "paysim", c.PaySim, "run the built-in payment simulator instead of a gateway; loopback listen addresses only (BERTH_PAYSIM)")
+	fs.DurationVar(&c.PickupEarly, "pickup-early", c.PickupEarly, "how long before a rental's start the host may hand the car over (BERTH_PICKUP_EARLY)")
 	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "base URL where the payment gateway reaches berth (BERTH_PUBLIC_URL)")
 	fs.DurationVar(&c.FlightHoldTTL, "flight-hold-ttl", c.FlightHoldTTL, "flight hold lifetime (BERTH_FLIGHT_HOLD_TTL)")
 	fs.DurationVar(&c.CarHoldTTL, "car-hold-ttl", c.CarHoldTTL, "car hold lifetime (BERTH_CAR_HOLD_TTL)")
@@ -286,6 +307,19 @@ func (c *Config) Validate() error {
 	}
 	if c.GatewayURL != "" && !isURL(c.GatewayURL, "http", "https") {
 		bad("BERTH_GATEWAY_URL", "must be an http(s):// URL")
+	}
+	switch {
+	case c.GatewayURL == "" && !c.PaySim:
+		bad("BERTH_GATEWAY_URL", "is required: set it to your payment gateway's URL, "+
+			"or set BERTH_PAYSIM=on (with a loopback BERTH_HTTP_ADDR such as 127.0.0.1:8080) for the built-in simulator, which takes no real money")
+	case c.GatewayURL != "" && c.PaySim:
+		bad("BERTH_PAYSIM", "is on while BERTH_GATEWAY_URL is set: choose one")
+	case c.PaySim && !IsLoopback(c.HTTPAddr):
+		bad("BERTH_PAYSIM", "is on, but BERTH_HTTP_ADDR %q is not a loopback address: anyone who reaches the simulator "+
+			"can pay for any booking; listen on 127.0.0.1 or set BERTH_GATEWAY_URL", c.HTTPAddr)
+	}
+	if c.PickupEarly < 0 || c.PickupEarly > 7*24*time.Hour {
+		bad("BERTH_PICKUP_EARLY", "%s must be between 0 and 168h", c.PickupEarly)
 	}
 	if c.PublicURL != "" && !isURL(c.PublicURL, "http", "https") {
 		bad("BERTH_PUBLIC_URL", "must be an http(s):// URL")
@@ -346,6 +380,21 @@ func WebhookKey(secret string) ([]byte, error) {
 		return nil, errors.New("the part after whsec_ must be base64 of at least 16 bytes")
 	}
 	return key, nil
+}
+
+// IsLoopback reports whether the listen address addr (host:port) accepts
+// connections from this machine only: localhost or a loopback IP. An empty
+// host (":8080") listens on every interface.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func isURL(s string, schemes ...string) bool {

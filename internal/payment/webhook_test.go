@@ -351,7 +351,9 @@ func TestMoneyForABookingThatCannotTakeIt(t *testing.T) {
 		reason  string
 	}{
 		{first.ProviderTxnID, "confirmed", ""},
-		{second.ProviderTxnID, "refund", payment.ReasonAlreadyConfirmed},
+		// A second transaction for one booking is not the charge berth
+		// started for it.
+		{second.ProviderTxnID, "refund", payment.ReasonNotOurCharge},
 		{afterCancel.ProviderTxnID, "refund", payment.ReasonNotHeld},
 	} {
 		if p := paymentOf(t, pool, c.txn); p.N != 1 || p.Outcome != c.outcome || p.Reason != c.reason {

@@ -68,6 +68,7 @@ func TestConfig(dbURL string) config.Config {
 	c.DatabaseURL = dbURL
 	c.AuthSecret = AuthSecret
 	c.WebhookSecret = WebhookSecret
+	c.PaySim = true
 	c.HoldLimit = config.Rate{}
 	c.RequestLimit = config.Rate{}
 	c.ShedWait = 5 * time.Second

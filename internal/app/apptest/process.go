@@ -62,6 +62,7 @@ func StartProcess(t testing.TB, dbURL string, env ...string) *Process {
 	cmd := exec.Command(Binary(t), "serve")
 	cmd.Env = append(os.Environ(),
 		"BERTH_HTTP_ADDR=127.0.0.1:0",
+		"BERTH_PAYSIM=on",
 		"BERTH_DATABASE_URL="+dbURL,
 		"BERTH_AUTH_SECRET="+AuthSecret,
 		"BERTH_WEBHOOK_SECRET="+WebhookSecret,
