@@ -107,17 +107,17 @@ type Stats struct {
 // Sim is a simulated gateway. It implements payment.Gateway for use in
 // process, and serves the HTTP protocol with Handler.
 type Sim struct {
-	mu       sync.Mutex
-	opts     Options
-	charges  map[string]*charge
-	order    []string          // txn ids, oldest first
-	keys     map[string]string // idempotency key → txn or refund id
+	mu      sync.Mutex
+	opts    Options
+	charges map[string]*charge
+	order   []string          // txn ids, oldest first
+	keys    map[string]string // idempotency key → txn or refund id
 	// refundKeys are the refund keys of keys, oldest first.
 	refundKeys []string
-	stats    Stats
-	seq      int
-	inflight int
-	idle     chan struct{} // closed while nothing is in flight
+	stats      Stats
+	seq        int
+	inflight   int
+	idle       chan struct{} // closed while nothing is in flight
 
 	ctx    context.Context
 	cancel context.CancelFunc
