@@ -22,9 +22,8 @@ func TestPickupWindow(t *testing.T) {
 	from, to := at(10, 8, 0), at(13, 8, 0)
 	id := e.book(1, c.ID, from, to)
 	e.confirm(id)
-	host := e.s.Token("host", 500)
 	move := func(op string) *apptest.Response {
-		return e.s.Do(apptest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/bookings/%d/%s", id, op), Token: host})
+		return e.s.Do(apptest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/bookings/%d/%s", id, op), Token: e.s.Token("host", 500)})
 	}
 	for _, tc := range []struct {
 		name string
@@ -206,6 +205,9 @@ func TestRoleDecidesWhatTheCallerActsAs(t *testing.T) {
 	r := e.s.Do(apptest.Request{Method: http.MethodPost, Path: path("/cancel"), Token: e.s.Token("host", 500)})
 	if r.Status != http.StatusOK || r.Map(t)["cancelReason"] != "host" || r.Map(t)["refundAmount"] != float64(c.Deposit) {
 		t.Errorf("the host cancels: %d %s, want CANCELLED by host with the full deposit back", r.Status, r.Body)
+	}
+	if _, err := e.s.App.Sweeper.Pass(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 	apptest.MustAudit(t, e.pool(), e.s.Clock.Now())
 }
