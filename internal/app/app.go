@@ -215,7 +215,7 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 		ready["redis"] = rdb.Ping
 	}
 	a.Guard = guard.New(guard.Config{
-		On: cfg.Protect, HoldLimit: cfg.HoldLimit, RequestLimit: cfg.RequestLimit, ShedWait: cfg.ShedWait,
+		On: cfg.Protect, HoldLimit: cfg.HoldLimit, RequestLimit: cfg.RequestLimit, AddressLimit: cfg.AddressLimit, ShedWait: cfg.ShedWait,
 		Lanes: guard.LanesFor(cfg.DBMaxConns), Secret: []byte(cfg.AuthSecret), Tracer: tracer,
 		HoldTTL: cfg.FlightHoldTTL, HoldConns: guard.HoldConnsFor(cfg.DBMaxConns),
 	}, rdb, a.Pool, o.Clock, o.Log, o.Registry)

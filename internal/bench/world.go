@@ -145,11 +145,12 @@ type server struct {
 // benchDefaults replace berth's defaults where they would measure the load
 // generator rather than berth: all load comes from one loopback address,
 // and the closed loops reuse their customers, so the per-client request
-// limit and the per-customer hold limit are off unless BERTH_* says
-// otherwise.
+// limit, the per-address limit and the per-customer hold limit are off
+// unless BERTH_* says otherwise.
 var benchDefaults = map[string]string{
 	"BERTH_HOLD_LIMIT":    "off",
 	"BERTH_REQUEST_LIMIT": "off",
+	"BERTH_ADDRESS_LIMIT": "off",
 }
 
 // serverConfig returns the settings of the berth under test: berth's

@@ -64,6 +64,11 @@ type Config struct {
 	// RequestLimit is each client's request rate on every route (by token
 	// subject, else client address); Rate{} ("off") turns it off.
 	RequestLimit Rate
+	// AddressLimit is each client address's request rate on every route
+	// but the probes and the webhook, counted before authentication, so
+	// that floods without a valid token are turned away too; generous,
+	// since many customers may share one address. Rate{} turns it off.
+	AddressLimit Rate
 	// ShedWait is how long a request may wait for a database connection or
 	// a slot of its route's concurrency limit before it is answered 503
 	// overloaded instead of queueing.
@@ -134,6 +139,7 @@ func Defaults() Config {
 		PickupEarly:      2 * time.Hour,
 		HoldLimit:        Rate{N: 3, Window: 15 * time.Minute},
 		RequestLimit:     Rate{N: 100, Window: time.Second},
+		AddressLimit:     Rate{N: 1000, Window: time.Second},
 		ShedWait:         150 * time.Millisecond,
 		ReadMaxLag:       5 * time.Second,
 		DBMaxConns:       20,
@@ -205,6 +211,11 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 			return fmt.Errorf("BERTH_REQUEST_LIMIT: %w", err)
 		}
 	}
+	if v := getenv("BERTH_ADDRESS_LIMIT"); v != "" {
+		if err := c.AddressLimit.Set(v); err != nil {
+			return fmt.Errorf("BERTH_ADDRESS_LIMIT: %w", err)
+		}
+	}
 	for name, dst := range map[string]*bool{"BERTH_PROTECT": &c.Protect, "BERTH_PAYSIM": &c.PaySim} {
 		if v := getenv(name); v != "" {
 			on, err := parseSwitch(v)
@@ -274,6 +285,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", c.SweepInterval, "hold-expiry sweeper period (BERTH_SWEEP_INTERVAL)")
 	fs.Var(&c.HoldLimit, "hold-limit", "holds per customer per window, or off (BERTH_HOLD_LIMIT)")
 	fs.Var(&c.RequestLimit, "request-limit", "requests per client per window on every route, or off (BERTH_REQUEST_LIMIT)")
+	fs.Var(&c.AddressLimit, "address-limit", "requests per client address per window, counted before authentication, or off (BERTH_ADDRESS_LIMIT)")
 	fs.DurationVar(&c.ShedWait, "shed-wait", c.ShedWait, "longest wait for a database connection before 503 overloaded (BERTH_SHED_WAIT)")
 	fs.DurationVar(&c.ReadMaxLag, "read-max-lag", c.ReadMaxLag, "how far the read replica may lag before reads go to the primary (BERTH_READ_MAX_LAG)")
 	fs.DurationVar(&c.AuditInterval, "audit-interval", c.AuditInterval, "how often the invariants are audited and exported as berth_audit_violations, 0 for never (BERTH_AUDIT_INTERVAL)")

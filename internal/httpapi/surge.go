@@ -61,11 +61,17 @@ func clientKey(r *http.Request, c booking.Caller, who access) string {
 	if r.URL.Path == "/payments/webhook" {
 		return ""
 	}
+	return "ip:" + remoteHost(r)
+}
+
+// remoteHost is the address of r's client (the connection's peer: berth
+// does not trust forwarding headers it cannot verify).
+func remoteHost(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		host = r.RemoteAddr
+		return r.RemoteAddr
 	}
-	return "ip:" + host
+	return host
 }
 
 // holdIntent describes a validated flight hold to the guard.

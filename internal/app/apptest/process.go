@@ -72,6 +72,7 @@ func StartProcess(t testing.TB, dbURL string, env ...string) *Process {
 		// connection. Tests of the surge layers set their own.
 		"BERTH_HOLD_LIMIT=off",
 		"BERTH_REQUEST_LIMIT=off",
+		"BERTH_ADDRESS_LIMIT=off",
 		"BERTH_SHED_WAIT=5s",
 		"GORACE=halt_on_error=1",
 	)
