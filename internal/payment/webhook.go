@@ -6,15 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/money"
 	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
+	"berth.dev/berth/internal/text"
 )
 
 // Why money that arrived is refunded instead of confirming its booking
@@ -52,8 +53,6 @@ type RefundCompleted struct {
 	GatewayRefundID string `json:"gatewayRefundId"`
 }
 
-var currencyRe = regexp.MustCompile(`^[A-Za-z]{3}$`)
-
 // HandleWebhook verifies and processes one webhook delivery. It returns nil
 // for every validly signed delivery, duplicates and unknown event types
 // included (API.md: the gateway retries anything else), and
@@ -80,11 +79,12 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 		return nil
 	}
 	switch {
-	case d.ProviderTxnID == "" || len(d.ProviderTxnID) > 255:
-		return s.unprocessable(w.Type, d.ProviderTxnID, errors.New("data.providerTxnId must be 1 to 255 characters"))
+	case d.ProviderTxnID == "" || text.Check(d.ProviderTxnID, 255) != nil:
+		// Logged quoted (%q) below: the id is not fit to print as it is.
+		return s.unprocessable(w.Type, fmt.Sprintf("%q", d.ProviderTxnID), errors.New("data.providerTxnId must be 1 to 255 characters of text"))
 	case d.Amount < 0:
 		return s.unprocessable(w.Type, d.ProviderTxnID, errors.New("data.amount must not be negative"))
-	case !currencyRe.MatchString(d.Currency) && w.Type != ChargeFailed:
+	case !money.Known(d.Currency) && w.Type != ChargeFailed:
 		return s.unprocessable(w.Type, d.ProviderTxnID, errors.New("data.currency must be an ISO 4217 code"))
 	}
 	var (
