@@ -62,10 +62,14 @@ func decodeJSON(body []byte, dst any) error {
 // are left to the decoder, which reports them with their offset.
 func checkKeys(dec *json.Decoder, t reflect.Type) error {
 	tok, err := dec.Token()
-	if err != nil {
-		return nil
+	if err == nil {
+		err = checkValue(dec, tok, t, 0)
 	}
-	return checkValue(dec, tok, t, 0)
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		err = nil // a syntax error: the decoder reports it, with its offset
+	}
+	return err
 }
 
 // maxDepth bounds the nesting checkKeys follows (the decoder's own limit
@@ -97,7 +101,7 @@ func checkValue(dec *json.Decoder, tok json.Token, t reflect.Type, depth int) er
 		for dec.More() {
 			tok, err := dec.Token()
 			if err != nil {
-				return nil
+				return err
 			}
 			if err := checkValue(dec, tok, elem, depth+1); err != nil {
 				return err
@@ -112,7 +116,7 @@ func checkValue(dec *json.Decoder, tok json.Token, t reflect.Type, depth int) er
 		for dec.More() {
 			tok, err := dec.Token()
 			if err != nil {
-				return nil
+				return err
 			}
 			key, _ := tok.(string)
 			if seen[key] {
@@ -135,7 +139,7 @@ func checkValue(dec *json.Decoder, tok json.Token, t reflect.Type, depth int) er
 				vt = t.Elem()
 			}
 			if tok, err = dec.Token(); err != nil {
-				return nil
+				return err
 			}
 			if err := checkValue(dec, tok, vt, depth+1); err != nil {
 				return err
