@@ -3,7 +3,7 @@ GO ?= go
 GOLANGCI_VERSION := v2.15.0
 BIN := $(CURDIR)/.bin
 
-.PHONY: run test faults lint vet build bench clean screenshots
+.PHONY: run test faults fuzz lint vet build bench clean screenshots
 
 ## run: a local stack with demo data (private PostgreSQL when BERTH_DATABASE_URL is unset)
 run:
@@ -21,6 +21,19 @@ test:
 ## dies; then berth audit, the history check and Porcupine. A few minutes; it starts its own servers.
 faults:
 	$(GO) test -tags faults -race -count=1 -timeout 15m -v -run TestFaults ./internal/faults/
+
+## fuzz: each fuzz target for FUZZTIME (10s); their seed corpora already run in
+## make test. A crash found is saved under the package's testdata/fuzz: commit
+## it, and it runs in make test from then on
+FUZZTIME ?= 10s
+FUZZPARALLEL ?= 2
+FUZZ_TARGETS := ./internal/auth:FuzzVerify ./internal/payment:FuzzVerify ./internal/httpapi:FuzzDecode \
+	./internal/httpapi:FuzzParseTime ./internal/flight:FuzzHoldSeats ./internal/rental:FuzzValidPeriod
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -parallel $(FUZZPARALLEL) $$pkg; \
+	done
 
 ## screenshots: the README's pictures (docs/img), made by the browser tests
 screenshots:

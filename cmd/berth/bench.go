@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/bench"
+	"berth.dev/berth/internal/config"
 )
 
 // benchCmd runs `berth bench`: it prepares its own databases, runs berth in
@@ -110,8 +111,8 @@ Flags:
 	fs.Bool("quick", false, "a short, gentle preset for smoke tests (other flags still override it)")
 	fs.StringVar(&o.Scenario, "scenario", o.Scenario, "flash-sale or car-peak")
 	fs.StringVar(&o.Protect, "protect", o.Protect, "on, off or both (both runs off then on, side by side)")
-	fs.StringVar(&o.DatabaseURL, "database-url", o.DatabaseURL, "PostgreSQL server to create the bench databases on (BERTH_DATABASE_URL)")
-	fs.StringVar(&o.RedisURL, "redis-url", o.RedisURL, "Redis for berth (BERTH_REDIS_URL; empty: the embedded substitute)")
+	config.URLVar(fs, &o.DatabaseURL, "database-url", "PostgreSQL server to create the bench databases on (BERTH_DATABASE_URL)")
+	config.URLVar(fs, &o.RedisURL, "redis-url", "Redis for berth (BERTH_REDIS_URL; empty: the embedded substitute)")
 	fs.BoolVar(&o.Keep, "keep", o.Keep, "keep the bench databases afterwards")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "random seed: the same seed offers the same requests")
 	fs.StringVar(&out, "out", ".", "folder for the report, the JSON file and berth's log")

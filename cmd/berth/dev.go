@@ -45,6 +45,12 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"BERTH_WEBHOOK_SECRET": secrets.Webhook,
 		"BERTH_HOLD_LIMIT":     "100/15m",
 		"BERTH_REQUEST_LIMIT":  "1000/1s",
+		"BERTH_ADDRESS_LIMIT":  "5000/1s",
+	}
+	// Payments go to the built-in simulator (on the loopback address
+	// only), unless a gateway is configured.
+	if getenv("BERTH_GATEWAY_URL") == "" {
+		env["BERTH_PAYSIM"] = "on"
 	}
 	httpAddr := getenv("BERTH_HTTP_ADDR")
 	if httpAddr == "" {

@@ -19,7 +19,9 @@ import (
 func paysimCmd(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("paysim", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8090", "listen address")
-	secret := fs.String("webhook-secret", getenv("BERTH_WEBHOOK_SECRET"), "webhook signing secret, whsec_… (BERTH_WEBHOOK_SECRET)")
+	secret := new(string)
+	*secret = getenv("BERTH_WEBHOOK_SECRET")
+	config.SecretVar(fs, secret, "webhook-secret", "webhook signing secret, whsec_… (BERTH_WEBHOOK_SECRET)")
 	public := fs.String("public-url", "", "base URL of the checkout pages (default http://<addr>)")
 	var o paysim.Options
 	fs.DurationVar(&o.Latency, "latency", 0, "each API call takes a random time up to this")

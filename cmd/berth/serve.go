@@ -44,7 +44,9 @@ func runApp(ctx context.Context, args []string, getenv func(string) string, stde
 // databaseFlags reads the database URL for the commands that need nothing
 // else: BERTH_DATABASE_URL, overridden by --database-url.
 func databaseFlags(fs *flag.FlagSet, getenv func(string) string) *string {
-	return fs.String("database-url", getenv("BERTH_DATABASE_URL"), "PostgreSQL URL (BERTH_DATABASE_URL)")
+	url := getenv("BERTH_DATABASE_URL")
+	config.URLVar(fs, &url, "database-url", "PostgreSQL URL (BERTH_DATABASE_URL)")
+	return &url
 }
 
 func migrate(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -77,7 +79,9 @@ func token(args []string, getenv func(string) string, stdout io.Writer) error {
 	role := fs.String("role", auth.Customer, "customer, host or admin")
 	sub := fs.Int64("sub", 0, "the caller's numeric id")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
-	secret := fs.String("secret", getenv("BERTH_AUTH_SECRET"), "HS256 key (BERTH_AUTH_SECRET)")
+	secret := new(string)
+	*secret = getenv("BERTH_AUTH_SECRET")
+	config.SecretVar(fs, secret, "secret", "HS256 key (BERTH_AUTH_SECRET)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

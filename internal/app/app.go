@@ -160,6 +160,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		booking.KindFlight: a.Flights.Inventory(),
 		booking.KindCar:    rental.Inventory{},
 	})
+	a.Life.PickupEarly = cfg.PickupEarly
 	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, SearchTTL: 30 * time.Second, Queue: cfg.Protect})
 	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, cfg.SweepInterval, o.Registry)
 	if err := a.wirePayments(cfg, o); err != nil {
@@ -216,7 +217,7 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 		ready["redis"] = degraded(rdb.Ping)
 	}
 	a.Guard = guard.New(guard.Config{
-		On: cfg.Protect, HoldLimit: cfg.HoldLimit, RequestLimit: cfg.RequestLimit, ShedWait: cfg.ShedWait,
+		On: cfg.Protect, HoldLimit: cfg.HoldLimit, RequestLimit: cfg.RequestLimit, AddressLimit: cfg.AddressLimit, ShedWait: cfg.ShedWait,
 		Lanes: guard.LanesFor(cfg.DBMaxConns), Secret: []byte(cfg.AuthSecret), Tracer: tracer,
 		HoldTTL: cfg.FlightHoldTTL, HoldConns: guard.HoldConnsFor(cfg.DBMaxConns),
 	}, rdb, a.Pool, o.Clock, o.Log, o.Registry)

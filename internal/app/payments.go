@@ -1,14 +1,15 @@
 package app
 
 import (
-	"berth.dev/berth/internal/booking"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/payment/paysim"
@@ -26,10 +27,14 @@ func (a *App) wirePayments(cfg config.Config, o Options) error {
 	case gw != nil:
 	case cfg.GatewayURL != "":
 		gw = payment.NewClient(cfg.GatewayURL, payment.ClientOptions{Registry: o.Registry})
-	default:
-		a.PaySim = paysim.New(paysim.Options{Key: key, Clock: o.Clock, Log: o.Log})
+	case cfg.PaySim:
+		// In process, the simulator's webhooks go to this berth only
+		// (set in runPayments), whatever a caller asks for.
+		a.PaySim = paysim.New(paysim.Options{Key: key, Clock: o.Clock, Log: o.Log, InProcess: true})
 		gw = a.PaySim
-		o.Log.Warn("no BERTH_GATEWAY_URL: the built-in payment simulator takes payments (pages under /paysim/)")
+		o.Log.Warn("BERTH_PAYSIM=on: the built-in payment simulator takes payments (checkout pages under /paysim/); no real money moves")
+	default:
+		return errors.New("BERTH_GATEWAY_URL: is required (or BERTH_PAYSIM=on on a loopback address)")
 	}
 	a.Payments = payment.NewService(payment.Options{
 		Pool: a.Pool, Clock: o.Clock, Lifecycle: a.Life, Gateway: gw, WebhookKey: key,
@@ -62,6 +67,7 @@ func (a *App) runPayments(ctx context.Context, wg *sync.WaitGroup, addr net.Addr
 	}
 	if a.PaySim != nil {
 		a.PaySim.SetBaseURL(base + "/paysim")
+		a.PaySim.SetWebhookURL(a.Payments.WebhookURL())
 		wg.Go(func() { a.PaySim.Run(ctx) })
 	}
 	wg.Go(func() { a.API.RunKeyJanitor(ctx, 10*time.Minute) })

@@ -145,11 +145,12 @@ type server struct {
 // benchDefaults replace berth's defaults where they would measure the load
 // generator rather than berth: all load comes from one loopback address,
 // and the closed loops reuse their customers, so the per-client request
-// limit and the per-customer hold limit are off unless BERTH_* says
-// otherwise.
+// limit, the per-address limit and the per-customer hold limit are off
+// unless BERTH_* says otherwise.
 var benchDefaults = map[string]string{
 	"BERTH_HOLD_LIMIT":    "off",
 	"BERTH_REQUEST_LIMIT": "off",
+	"BERTH_ADDRESS_LIMIT": "off",
 }
 
 // serverConfig returns the settings of the berth under test: berth's
@@ -164,6 +165,9 @@ func serverConfig(dbURL, redisURL string, protect bool, getenv func(string) stri
 		"BERTH_WEBHOOK_SECRET": "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(16))),
 		"BERTH_PROTECT":        map[bool]string{true: "on", false: "off"}[protect],
 		"BERTH_REDIS_URL":      redisURL,
+		// The bench pays through the in-process simulator on loopback.
+		"BERTH_PAYSIM":      "on",
+		"BERTH_GATEWAY_URL": "",
 	}
 	cfg, err := config.Load(nil, func(k string) string {
 		if v, ok := forced[k]; ok {

@@ -222,12 +222,25 @@ type Caller struct {
 // Admin reports whether c may act on any booking.
 func (c Caller) Admin() bool { return c.Role == "admin" }
 
-// Get returns booking id if caller may see it: its customer, the car's host
-// or an admin. Returns fault.NotFound otherwise, never revealing that it
-// exists.
+// Host reports whether c acts as a host (of their cars).
+func (c Caller) Host() bool { return c.Role == "host" }
+
+// Customer reports whether c acts as a customer (of their bookings).
+func (c Caller) Customer() bool { return c.Role == "customer" }
+
+// reaches is the condition (on booking columns, with $2 the caller's
+// role and $3 their id) that a booking is one the caller reaches in their
+// role: a customer their own bookings, a host the bookings of their cars,
+// an admin every booking. The same id under another role never widens a
+// role (API.md, "Bookings").
+const reaches = `(($2 = 'admin') OR ($2 = 'customer' AND customer_id = $3) OR ($2 = 'host' AND host_id = $3))`
+
+// Get returns booking id if caller reaches it in their role: its customer
+// (customer token), the car's host (host token) or an admin. Returns
+// fault.NotFound otherwise, never revealing that it exists.
 func Get(ctx context.Context, db Querier, caller Caller, id int64) (*Booking, error) {
 	b, err := Scan(db.QueryRow(ctx, `SELECT `+Columns+` FROM booking
-		WHERE id = $1 AND ($2 OR customer_id = $3 OR host_id = $3)`, id, caller.Admin(), caller.ID))
+		WHERE id = $1 AND `+reaches, id, caller.Role, caller.ID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fault.New(fault.NotFound, "no booking %d", id)
 	}
@@ -237,14 +250,15 @@ func Get(ctx context.Context, db Querier, caller Caller, id int64) (*Booking, er
 	return b, nil
 }
 
-// List returns caller's own bookings, newest first: at most limit, with ids
-// below before when before > 0.
+// List returns the bookings caller reaches in their role (a customer's
+// own, a host's cars', every one for an admin), newest first: at most
+// limit, with ids below before when before > 0.
 func List(ctx context.Context, db Querier, caller Caller, limit int, before int64) ([]*Booking, error) {
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
 	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM booking
-		WHERE customer_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, caller.ID, before, limit)
+		WHERE id < $1 AND `+reaches+` ORDER BY id DESC LIMIT $4`, before, caller.Role, caller.ID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list bookings of %d: %w", caller.ID, err)
 	}

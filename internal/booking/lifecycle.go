@@ -35,13 +35,19 @@ var ErrIncomplete = errors.New("part of the hold is gone")
 // on the booking row that exactly one contender wins, the kind's inventory
 // follows in the same transaction, and one outbox event records it.
 type Lifecycle struct {
-	Clock       clock.Clock
+	Clock clock.Clock
+	// PickupEarly is how long before a rental's start its host may hand
+	// the car over (BERTH_PICKUP_EARLY).
+	PickupEarly time.Duration
 	inventories map[Kind]Inventory
 }
 
+// DefaultPickupEarly is PickupEarly unless configured.
+const DefaultPickupEarly = 2 * time.Hour
+
 // NewLifecycle returns a lifecycle for the given inventories.
 func NewLifecycle(c clock.Clock, inventories map[Kind]Inventory) *Lifecycle {
-	return &Lifecycle{Clock: c, inventories: inventories}
+	return &Lifecycle{Clock: c, PickupEarly: DefaultPickupEarly, inventories: inventories}
 }
 
 func (l *Lifecycle) inventory(k Kind) (Inventory, error) {
@@ -120,11 +126,15 @@ const (
 // host or an admin cancels. Returns fault.InvalidState for any other status.
 func cancellation(b *Booking, caller Caller, now time.Time) (Cancellation, error) {
 	c := Cancellation{Booking: b, Reason: ByCustomer, At: now}
+	// The role decides: a customer token is the customer even when its
+	// id is also the car's host's.
 	switch {
 	case caller.Admin():
 		c.Reason = ByAdmin
-	case b.HostID != 0 && caller.ID == b.HostID:
+	case caller.Host() && b.HostID != 0 && caller.ID == b.HostID:
 		c.Reason = ByHost
+	case !caller.Customer() || caller.ID != b.CustomerID:
+		return c, fault.New(fault.NotFound, "no booking %d", b.ID)
 	}
 	switch b.Status {
 	case Held:
@@ -356,9 +366,13 @@ func (l *Lifecycle) FailPayment(ctx context.Context, tx pgx.Tx, id int64) (*Book
 
 // Move performs a car's hand-over transitions, CONFIRMED → ON_TRIP (pickup)
 // and ON_TRIP → COMPLETED (return), for caller, who must be the car's host
-// or an admin.
+// (host token) or an admin. Pickup is allowed only from the rental's start
+// less PickupEarly until its end; return only after pickup. The window is
+// part of the compare-and-set, so the database decides with the server's
+// clock.
 //
-// Returns fault.NotFound, fault.Forbidden or fault.InvalidState.
+// Returns fault.NotFound, fault.Forbidden or fault.InvalidState (outside
+// the window too, changing nothing).
 func (l *Lifecycle) Move(ctx context.Context, db pg.Beginner, caller Caller, id int64, from, to Status) (*Booking, error) {
 	var out *Booking
 	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
@@ -366,18 +380,25 @@ func (l *Lifecycle) Move(ctx context.Context, db pg.Beginner, caller Caller, id 
 		if err != nil {
 			return err
 		}
-		if !caller.Admin() && (b.HostID == 0 || b.HostID != caller.ID) {
+		if !caller.Admin() && (!caller.Host() || b.HostID == 0 || b.HostID != caller.ID) {
 			return fault.New(fault.Forbidden, "only the car's host or an admin may do this")
 		}
 		if b.Kind != KindCar || b.Status != from {
 			return fault.New(fault.InvalidState, "a %s %s booking cannot become %s", b.Status, b.Kind, to)
 		}
 		now := l.Clock.Now()
+		if to == OnTrip && (now.Before(b.From.Add(-l.PickupEarly)) || !now.Before(b.To)) {
+			return fault.New(fault.InvalidState, "the car can be picked up only from %s until %s",
+				b.From.Add(-l.PickupEarly).UTC().Format(time.RFC3339), b.To.UTC().Format(time.RFC3339))
+		}
 		if !to.Live() {
 			out, err = l.leave(ctx, tx, b, to, now, "", nil)
 		} else {
+			// The window again, in the compare-and-set itself.
 			out, err = Scan(tx.QueryRow(ctx, `UPDATE booking SET status = $3, version = version + 1, updated_at = $4
-				WHERE id = $1 AND status = $2 RETURNING `+Columns, id, from, to, now))
+				WHERE id = $1 AND status = $2
+					AND ($3 <> 'ON_TRIP' OR ($4 >= lower(period) - $5 * interval '1 microsecond' AND $4 < upper(period)))
+				RETURNING `+Columns, id, from, to, now, l.PickupEarly.Microseconds()))
 			if errors.Is(err, pgx.ErrNoRows) {
 				err = errLostRace
 			}

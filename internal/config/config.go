@@ -25,9 +25,16 @@ type Config struct {
 	AuthSecret      string
 	WebhookSecret   string
 	GatewayURL      string
-	PublicURL       string // where the gateway reaches berth; "" = the listen address
-	FlightHoldTTL   time.Duration
-	CarHoldTTL      time.Duration
+	// PaySim runs the built-in payment simulator in process instead of a
+	// gateway (BERTH_PAYSIM=on): only on loopback listen addresses, since
+	// anyone who reaches it can decide any charge.
+	PaySim bool
+	// PickupEarly is how long before a rental's start the host may hand
+	// the car over (BERTH_PICKUP_EARLY).
+	PickupEarly   time.Duration
+	PublicURL     string // where the gateway reaches berth; "" = the listen address
+	FlightHoldTTL time.Duration
+	CarHoldTTL    time.Duration
 	// HoldExtension is how much later one extension moves a hold's
 	// deadline (BERTH_HOLD_EXTENSION); WaitlistOfferTTL is how long a
 	// waitlist offer's hold lasts (BERTH_WAITLIST_OFFER_TTL).
@@ -57,6 +64,11 @@ type Config struct {
 	// RequestLimit is each client's request rate on every route (by token
 	// subject, else client address); Rate{} ("off") turns it off.
 	RequestLimit Rate
+	// AddressLimit is each client address's request rate on every route
+	// but the probes and the webhook, counted before authentication, so
+	// that floods without a valid token are turned away too; generous,
+	// since many customers may share one address. Rate{} turns it off.
+	AddressLimit Rate
 	// ShedWait is how long a request may wait for a database connection or
 	// a slot of its route's concurrency limit before it is answered 503
 	// overloaded instead of queueing.
@@ -124,8 +136,10 @@ func Defaults() Config {
 		HoldExtension:    5 * time.Minute,
 		WaitlistOfferTTL: 10 * time.Minute,
 		SweepInterval:    30 * time.Second,
+		PickupEarly:      2 * time.Hour,
 		HoldLimit:        Rate{N: 3, Window: 15 * time.Minute},
 		RequestLimit:     Rate{N: 100, Window: time.Second},
+		AddressLimit:     Rate{N: 1000, Window: time.Second},
 		ShedWait:         150 * time.Millisecond,
 		ReadMaxLag:       5 * time.Second,
 		DBMaxConns:       20,
@@ -182,6 +196,7 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 		"BERTH_SHED_WAIT":          &c.ShedWait,
 		"BERTH_AUDIT_INTERVAL":     &c.AuditInterval,
 		"BERTH_READ_MAX_LAG":       &c.ReadMaxLag,
+		"BERTH_PICKUP_EARLY":       &c.PickupEarly,
 	}
 	if err := envVars(getenv, durations, time.ParseDuration, "a duration like 10m"); err != nil {
 		return err
@@ -196,14 +211,18 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 			return fmt.Errorf("BERTH_REQUEST_LIMIT: %w", err)
 		}
 	}
-	if v := getenv("BERTH_PROTECT"); v != "" {
-		switch strings.ToLower(v) {
-		case "on", "true", "1":
-			c.Protect = true
-		case "off", "false", "0":
-			c.Protect = false
-		default:
-			return fmt.Errorf("BERTH_PROTECT: %q is not on or off", v)
+	if v := getenv("BERTH_ADDRESS_LIMIT"); v != "" {
+		if err := c.AddressLimit.Set(v); err != nil {
+			return fmt.Errorf("BERTH_ADDRESS_LIMIT: %w", err)
+		}
+	}
+	for name, dst := range map[string]*bool{"BERTH_PROTECT": &c.Protect, "BERTH_PAYSIM": &c.PaySim} {
+		if v := getenv(name); v != "" {
+			on, err := parseSwitch(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			*dst = on
 		}
 	}
 	ints := map[string]*int{
@@ -216,6 +235,17 @@ func (c *Config) fromEnv(getenv func(string) string) error {
 		return err
 	}
 	return c.Events.fromEnv(getenv)
+}
+
+// parseSwitch reads on/off (true/false, 1/0).
+func parseSwitch(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "on", "true", "1":
+		return true, nil
+	case "off", "false", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not on or off", v)
 }
 
 // envVars sets *dst from each variable of vars that getenv gives, with
@@ -237,14 +267,16 @@ func envVars[T any](getenv func(string) string, vars map[string]*T, parse func(s
 // defaults, so flags override the environment.
 func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "listen address (BERTH_HTTP_ADDR)")
-	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL URL (BERTH_DATABASE_URL)")
-	fs.StringVar(&c.DatabaseReadURL, "database-read-url", c.DatabaseReadURL, "read-only PostgreSQL URL for searches (BERTH_DATABASE_READ_URL)")
-	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis URL (BERTH_REDIS_URL)")
+	URLVar(fs, &c.DatabaseURL, "database-url", "PostgreSQL URL (BERTH_DATABASE_URL)")
+	URLVar(fs, &c.DatabaseReadURL, "database-read-url", "read-only PostgreSQL URL for searches (BERTH_DATABASE_READ_URL)")
+	URLVar(fs, &c.RedisURL, "redis-url", "Redis URL (BERTH_REDIS_URL)")
 	fs.Func("kafka-brokers", "comma-separated Kafka brokers (BERTH_KAFKA_BROKERS)", func(s string) error {
 		c.KafkaBrokers = splitList(s)
 		return nil
 	})
-	fs.StringVar(&c.GatewayURL, "gateway-url", c.GatewayURL, "payment gateway base URL (BERTH_GATEWAY_URL)")
+	URLVar(fs, &c.GatewayURL, "gateway-url", "payment gateway base URL (BERTH_GATEWAY_URL)")
+	fs.BoolVar(&c.PaySim, "paysim", c.PaySim, "run the built-in payment simulator instead of a gateway; loopback listen addresses only (BERTH_PAYSIM)")
+	fs.DurationVar(&c.PickupEarly, "pickup-early", c.PickupEarly, "how long before a rental's start the host may hand the car over (BERTH_PICKUP_EARLY)")
 	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "base URL where the payment gateway reaches berth (BERTH_PUBLIC_URL)")
 	fs.DurationVar(&c.FlightHoldTTL, "flight-hold-ttl", c.FlightHoldTTL, "flight hold lifetime (BERTH_FLIGHT_HOLD_TTL)")
 	fs.DurationVar(&c.CarHoldTTL, "car-hold-ttl", c.CarHoldTTL, "car hold lifetime (BERTH_CAR_HOLD_TTL)")
@@ -253,6 +285,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", c.SweepInterval, "hold-expiry sweeper period (BERTH_SWEEP_INTERVAL)")
 	fs.Var(&c.HoldLimit, "hold-limit", "holds per customer per window, or off (BERTH_HOLD_LIMIT)")
 	fs.Var(&c.RequestLimit, "request-limit", "requests per client per window on every route, or off (BERTH_REQUEST_LIMIT)")
+	fs.Var(&c.AddressLimit, "address-limit", "requests per client address per window, counted before authentication, or off (BERTH_ADDRESS_LIMIT)")
 	fs.DurationVar(&c.ShedWait, "shed-wait", c.ShedWait, "longest wait for a database connection before 503 overloaded (BERTH_SHED_WAIT)")
 	fs.DurationVar(&c.ReadMaxLag, "read-max-lag", c.ReadMaxLag, "how far the read replica may lag before reads go to the primary (BERTH_READ_MAX_LAG)")
 	fs.DurationVar(&c.AuditInterval, "audit-interval", c.AuditInterval, "how often the invariants are audited and exported as berth_audit_violations, 0 for never (BERTH_AUDIT_INTERVAL)")
@@ -287,10 +320,23 @@ func (c *Config) Validate() error {
 	if c.GatewayURL != "" && !isURL(c.GatewayURL, "http", "https") {
 		bad("BERTH_GATEWAY_URL", "must be an http(s):// URL")
 	}
+	switch {
+	case c.GatewayURL == "" && !c.PaySim:
+		bad("BERTH_GATEWAY_URL", "is required: set it to your payment gateway's URL, "+
+			"or set BERTH_PAYSIM=on (with a loopback BERTH_HTTP_ADDR such as 127.0.0.1:8080) for the built-in simulator, which takes no real money")
+	case c.GatewayURL != "" && c.PaySim:
+		bad("BERTH_PAYSIM", "is on while BERTH_GATEWAY_URL is set: choose one")
+	case c.PaySim && !IsLoopback(c.HTTPAddr):
+		bad("BERTH_PAYSIM", "is on, but BERTH_HTTP_ADDR %q is not a loopback address: anyone who reaches the simulator "+
+			"can pay for any booking; listen on 127.0.0.1 or set BERTH_GATEWAY_URL", c.HTTPAddr)
+	}
+	if c.PickupEarly < 0 || c.PickupEarly > 7*24*time.Hour {
+		bad("BERTH_PICKUP_EARLY", "%s must be between 0 and 168h", c.PickupEarly)
+	}
 	if c.PublicURL != "" && !isURL(c.PublicURL, "http", "https") {
 		bad("BERTH_PUBLIC_URL", "must be an http(s):// URL")
 	}
-	if c.GatewayURL != "" && c.PublicURL == "" && !loopback(c.HTTPAddr) {
+	if c.GatewayURL != "" && c.PublicURL == "" && !IsLoopback(c.HTTPAddr) {
 		// Without it each process gives the gateway its own address, so a
 		// charge's webhooks reach only the process that started it: while
 		// that one restarts, paid customers lose their seats.
@@ -355,14 +401,15 @@ func WebhookKey(secret string) ([]byte, error) {
 	return key, nil
 }
 
-// loopback reports whether the listen address addr accepts only
-// connections from this machine.
-func loopback(addr string) bool {
+// IsLoopback reports whether the listen address addr (host:port) accepts
+// connections from this machine only: localhost or a loopback IP. An empty
+// host (":8080") listens on every interface.
+func IsLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
 	}
-	if host == "localhost" {
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)

@@ -12,6 +12,7 @@ var valid = map[string]string{
 	"BERTH_DATABASE_URL":   "postgres://postgres@127.0.0.1:5432/berth",
 	"BERTH_AUTH_SECRET":    "0123456789abcdef0123",
 	"BERTH_WEBHOOK_SECRET": "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM=",
+	"BERTH_GATEWAY_URL":    "https://pay.example.com",
 }
 
 func with(k, v string) map[string]string {

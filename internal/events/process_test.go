@@ -99,7 +99,7 @@ type process struct {
 func startBerth(t testing.TB, command, dbURL string, env ...string) *process {
 	t.Helper()
 	cmd := exec.Command(apptest.Binary(t), command)
-	cmd.Env = append(os.Environ(), "BERTH_HTTP_ADDR=127.0.0.1:0", "BERTH_DATABASE_URL="+dbURL,
+	cmd.Env = append(os.Environ(), "BERTH_HTTP_ADDR=127.0.0.1:0", "BERTH_PAYSIM=on", "BERTH_DATABASE_URL="+dbURL,
 		"BERTH_AUTH_SECRET="+apptest.AuthSecret, "BERTH_WEBHOOK_SECRET="+apptest.WebhookSecret,
 		"BERTH_LOG_LEVEL=info", "GORACE=halt_on_error=1")
 	cmd.Env = append(cmd.Env, env...)

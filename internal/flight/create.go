@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/money"
 	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/policy"
 )
@@ -39,11 +40,10 @@ type NewFare struct {
 }
 
 var (
-	codeRe     = regexp.MustCompile(`^[A-Z0-9]{2,3}[0-9]{1,5}$`)
-	airportRe  = regexp.MustCompile(`^[A-Z]{3}$`)
-	classRe    = regexp.MustCompile(`^[A-Z][A-Z_]{0,15}$`)
-	currencyRe = regexp.MustCompile(`^[A-Z]{3}$`)
-	seatRe     = regexp.MustCompile(`^[0-9]{1,3}[A-Z]$`)
+	codeRe    = regexp.MustCompile(`^[A-Z0-9]{2,3}[0-9]{1,5}$`)
+	airportRe = regexp.MustCompile(`^[A-Z]{3}$`)
+	classRe   = regexp.MustCompile(`^[A-Z][A-Z_]{0,15}$`)
+	seatRe    = regexp.MustCompile(`^[0-9]{1,3}[A-Z]$`)
 )
 
 // Limits of what one flight may have.
@@ -84,7 +84,7 @@ func (nf *NewFlight) validate(now time.Time) error {
 			return fault.Invalid(field+"fareClass", "%s is listed twice", f.Class)
 		case f.Price < 0 || f.Price > maxPrice:
 			return fault.Invalid(field+"price", "must be between 0 and %d minor units", int64(maxPrice))
-		case !currencyRe.MatchString(f.Currency):
+		case !money.Known(f.Currency):
 			return fault.Invalid(field+"currency", "must be an ISO 4217 code")
 		case f.Currency != nf.Fares[0].Currency:
 			return fault.Invalid(field+"currency", "every fare of a flight must be in one currency")

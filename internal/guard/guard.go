@@ -23,6 +23,9 @@ type Config struct {
 	// the zero Rate turns a limit off.
 	HoldLimit    config.Rate
 	RequestLimit config.Rate
+	// AddressLimit is the per-address limit counted before authentication
+	// (BERTH_ADDRESS_LIMIT).
+	AddressLimit config.Rate
 	// ShedWait is the longest wait for a lane slot or a database
 	// connection before 503 overloaded (BERTH_SHED_WAIT).
 	ShedWait time.Duration
@@ -95,6 +98,9 @@ type Guard struct {
 	Holds *HoldLimiter
 	// Requests is the per-client request limit (nil when off).
 	Requests *RequestLimiter
+	// Addresses is the per-address limit, before authentication (nil
+	// when off).
+	Addresses *RequestLimiter
 	// Tracer bounds the database pool's acquires; set it on the pool.
 	Tracer *AcquireTracer
 
@@ -153,6 +159,7 @@ func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Lo
 	g.Gate = newGate(rdb, c, cfg.SeatGateTTL, cfg.SoldOutTTL, g.m)
 	g.Holds = newHoldLimiter(rdb, rl, cfg.HoldLimit, g.m)
 	g.Requests = newRequestLimiter(rdb, rl, cfg.RequestLimit, g.m)
+	g.Addresses = newRequestLimiter(rdb, rl, cfg.AddressLimit, g.m)
 	for name, n := range cfg.Lanes {
 		if n <= 0 || name == LaneNone {
 			continue
@@ -167,6 +174,17 @@ func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Lo
 
 // On reports whether the layers are on.
 func (g *Guard) On() bool { return g != nil && g.cfg.On }
+
+// AdmitAddress turns a request from addr away with 429 rate_limited when
+// the address exceeds its limit. It runs before authentication, so that a
+// flood of requests without a valid token is limited too. Off, or for the
+// lane of probes and webhooks, it lets everything in.
+func (g *Guard) AdmitAddress(ctx context.Context, ln Lane, addr string) error {
+	if !g.On() || ln == LaneNone || addr == "" {
+		return nil
+	}
+	return g.Addresses.Allow(ctx, "addr:"+addr)
+}
 
 // Admit lets a request of lane from client in, or turns it away: 429
 // rate_limited when the client ("" for none) exceeds its request limit, 503 overloaded

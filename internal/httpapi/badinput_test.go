@@ -76,6 +76,15 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"unknown field", book(map[string]any{"flightId": flightID, "fareClass": "ECONOMY", "seats": []string{"11A"}, "customerId": 7}), 400, "invalid_request", ""},
 		{"amount from the client", book(map[string]any{"flightId": flightID, "fareClass": "ECONOMY", "seats": []string{"11A"}, "amount": 1}), 400, "invalid_request", ""},
 		{"wrong type", book(map[string]any{"flightId": flightID, "fareClass": "ECONOMY", "seats": "11A"}), 400, "invalid_request", "seats"},
+		{"a key in the wrong case", book(fmt.Sprintf(`{"flightId": 999999, "FlightId": %d, "fareClass": "ECONOMY", "seats": ["11A"]}`, flightID)), 400, "invalid_request", "FlightId"},
+		{"a key twice", book(fmt.Sprintf(`{"flightId": 999999, "flightId": %d, "fareClass": "ECONOMY", "seats": ["11A"]}`, flightID)), 400, "invalid_request", "flightId"},
+		{"a nested key in the wrong case", apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: admin, Body: strings.Replace(
+			`{"code": "VN778", "from": "SGN", "to": "HAN", "departureAt": "2026-12-20T08:00:00+07:00", "arrivalAt": "2026-12-20T10:05:00+07:00",
+			"fares": [{"fareClass": "ECONOMY", "price": 1, "currency": "VND", "capacity": 1, "seats": ["1A"]}]}`, `"price"`, `"Price"`, 1)}, 400, "invalid_request", "Price"},
+		{"not UTF-8", book("{\"flightId\": 1, \"fareClass\": \"ECO\xffNOMY\", \"seats\": [\"11A\"]}"), 400, "invalid_request", ""},
+		{"currency not in ISO 4217", apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: admin, Body: flightBody(func(m map[string]any) {
+			m["fares"] = []map[string]any{{"fareClass": "ECONOMY", "price": 1, "currency": "XYZ", "capacity": 1, "seats": []string{"1A"}}}
+		})}, 422, "validation_failed", "fares[0].currency"},
 		{"body over 64 KiB", book(`{"flightId": 1, "fareClass": "` + strings.Repeat("E", 70<<10) + `"}`), 413, "body_too_large", ""},
 		{"no flight id", book(map[string]any{"fareClass": "ECONOMY", "seats": []string{"11A"}}), 422, "validation_failed", "flightId"},
 		{"unknown flight", book(map[string]any{"flightId": flightID + 1000, "fareClass": "ECONOMY", "seats": []string{"11A"}}), 422, "validation_failed", "flightId"},

@@ -1,13 +1,17 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"berth.dev/berth/internal/fault"
 )
@@ -15,12 +19,29 @@ import (
 // maxBody is the largest request body berth reads.
 const maxBody = 64 << 10
 
-// decode reads r's JSON body into dst strictly: one JSON value, no unknown
-// fields, at most maxBody bytes. Malformed input is fault.InvalidRequest.
-// The Content-Type is not checked: the body must parse as JSON either way.
+// decode reads r's JSON body into dst strictly: valid UTF-8, one JSON
+// value, no unknown fields, no key twice in an object and every key
+// exactly as documented (encoding/json alone would match "FlightId" to
+// flightId and let the last of two keys win), at most maxBody bytes.
+// Malformed input is fault.InvalidRequest. The Content-Type is not
+// checked: the body must parse as JSON either way.
 func decode(w http.ResponseWriter, r *http.Request, dst any) error {
-	body := http.MaxBytesReader(w, r.Body, maxBody)
-	dec := json.NewDecoder(body)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return decodeError(err)
+	}
+	return decodeJSON(body, dst)
+}
+
+// decodeJSON is decode on a body already read.
+func decodeJSON(body []byte, dst any) error {
+	if !utf8.Valid(body) {
+		return fault.New(fault.InvalidRequest, "the body must be UTF-8")
+	}
+	if err := checkKeys(json.NewDecoder(bytes.NewReader(body)), reflect.TypeOf(dst)); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return decodeError(err)
@@ -33,6 +54,135 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 		return fault.New(fault.InvalidRequest, "the body must hold one JSON value")
 	}
 	return nil
+}
+
+// checkKeys walks one JSON value from dec beside the Go type t it will be
+// decoded into, and refuses an object with a key twice, or with a key
+// that matches a struct field only when case is ignored. Syntax errors
+// are left to the decoder, which reports them with their offset.
+func checkKeys(dec *json.Decoder, t reflect.Type) error {
+	tok, err := dec.Token()
+	if err == nil {
+		err = checkValue(dec, tok, t, 0)
+	}
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		err = nil // a syntax error: the decoder reports it, with its offset
+	}
+	return err
+}
+
+// maxDepth bounds the nesting checkKeys follows (the decoder's own limit
+// is far higher; berth's bodies are two or three levels deep).
+const maxDepth = 64
+
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+func checkValue(dec *json.Decoder, tok json.Token, t reflect.Type, depth int) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && (t.Kind() == reflect.Interface || reflect.PointerTo(t).Implements(unmarshaler)) {
+		t = nil // decoded by itself, or into anything: keys are only checked for duplicates
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	if depth > maxDepth {
+		return fault.New(fault.InvalidRequest, "the body is nested more than %d levels deep", maxDepth)
+	}
+	switch d {
+	case '[':
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			if err := checkValue(dec, tok, elem, depth+1); err != nil {
+				return err
+			}
+		}
+	case '{':
+		var fields map[string]reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			fields = jsonFields(t)
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := tok.(string)
+			if seen[key] {
+				return &fault.Error{Code: fault.InvalidRequest, Field: key, Detail: fmt.Sprintf("%s: the key appears twice", key)}
+			}
+			seen[key] = true
+			var vt reflect.Type
+			switch {
+			case fields != nil:
+				var known bool
+				if vt, known = fields[key]; !known {
+					for name := range fields {
+						if strings.EqualFold(name, key) {
+							return &fault.Error{Code: fault.InvalidRequest, Field: key,
+								Detail: fmt.Sprintf("%s: unknown field (keys are case-sensitive: %s)", key, name)}
+						}
+					}
+				}
+			case t != nil && t.Kind() == reflect.Map:
+				vt = t.Elem()
+			}
+			if tok, err = dec.Token(); err != nil {
+				return err
+			}
+			if err := checkValue(dec, tok, vt, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	_, _ = dec.Token() // the closing delimiter
+	return nil
+}
+
+// jsonFields maps the JSON names of struct t's fields (embedded structs'
+// included) to their types, as encoding/json names them.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		if f.Anonymous && name == "" {
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range jsonFields(ft) {
+					if _, ok := out[k]; !ok {
+						out[k] = v
+					}
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = ft
+	}
+	return out
 }
 
 func decodeError(err error) error {

@@ -142,11 +142,17 @@ func TestOpenAPIDescribesRealAnswers(t *testing.T) {
 	do("/bookings/{id}/pickup", apptest.Request{Method: "POST", Path: pickup, Token: host}) // not paid yet: 409
 	check("POST", "/payments/webhook", paytest.Send(t, s.URL, s.Clock.Now(), payment.ChargeSucceeded, paytest.Charge(t, s.App.Pool, carBooking)))
 	do("/bookings/{id}/pickup", apptest.Request{Method: "POST", Path: pickup, Token: customer})
-	do("/bookings/{id}/pickup", apptest.Request{Method: "POST", Path: pickup, Token: host})
+	// The hand-over happens at pickup time (BERTH_PICKUP_EARLY before it
+	// at the earliest); then back to now for the rest.
+	now := s.Clock.Now()
+	s.Clock.Set(from)
+	hostThen := s.Token("host", 50)
+	do("/bookings/{id}/pickup", apptest.Request{Method: "POST", Path: pickup, Token: hostThen})
 	do("/bookings/{id}/return", apptest.Request{Method: "POST", Path: ret, Token: s.Token("host", 51)})
-	if r := do("/bookings/{id}/return", apptest.Request{Method: "POST", Path: ret, Token: host}); r.Map(t)["status"] != "COMPLETED" {
+	if r := do("/bookings/{id}/return", apptest.Request{Method: "POST", Path: ret, Token: hostThen}); r.Map(t)["status"] != "COMPLETED" {
 		t.Errorf("return: %d %s, want COMPLETED", r.Status, r.Body)
 	}
+	s.Clock.Set(now)
 	do("/bookings/{id}", apptest.Request{Method: "GET", Path: fmt.Sprintf("/bookings/%d", carBooking), Token: host})
 
 	roomPath := fmt.Sprintf("/admin/flights/%d", flight)

@@ -14,7 +14,15 @@ func (s *Server) paymentRoutes() {
 	s.handle("POST /bookings/{id}/payments", roles(auth.Customer), s.idempotent(keyRequired, s.startPayment))
 	s.handle("POST /payments/webhook", public, s.paymentWebhook)
 	if s.PaySim != nil {
-		s.mux.Handle("/paysim/", http.StripPrefix("/paysim", s.PaySim))
+		// The simulator's checkout pages, behind the same limits and
+		// shedding as every route (by client address).
+		sim := http.StripPrefix("/paysim", s.PaySim)
+		page := func(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+			sim.ServeHTTP(w, r)
+			return nil
+		}
+		s.handle("GET /paysim/checkout/{txn}", public, page)
+		s.handle("POST /paysim/checkout/{txn}/{action}", public, page)
 	}
 }
 

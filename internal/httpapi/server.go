@@ -135,9 +135,22 @@ func (s *Server) handle(pattern string, who access, h handlerFunc) {
 	lane := laneOf(pattern, who)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		var c booking.Caller
+		if err := s.Guard.AdmitAddress(r.Context(), lane, remoteHost(r)); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		if who != nil {
 			var err error
 			if c, err = s.authenticate(r, who); err != nil {
+				if fault.CodeOf(err) == fault.Unauthenticated {
+					// RFC 6750: say which scheme, and whether a token was
+					// given but is not valid.
+					challenge := `Bearer realm="berth"`
+					if r.Header.Get("Authorization") != "" {
+						challenge += `, error="invalid_token"`
+					}
+					w.Header().Set("WWW-Authenticate", challenge)
+				}
 				s.writeError(w, r, err)
 				return
 			}
@@ -157,9 +170,8 @@ func (s *Server) handle(pattern string, who access, h handlerFunc) {
 }
 
 func (s *Server) authenticate(r *http.Request, who access) (booking.Caller, error) {
-	h := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || token == "" {
+	token, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
 		return booking.Caller{}, fault.New(fault.Unauthenticated, "an Authorization: Bearer token is required")
 	}
 	verify := auth.Verify
@@ -178,10 +190,32 @@ func (s *Server) authenticate(r *http.Request, who access) (booking.Caller, erro
 	return booking.Caller{}, fault.New(fault.Forbidden, "this needs the role %s", strings.Join(who, " or "))
 }
 
+// bearer returns the token of an Authorization header of the Bearer
+// scheme, whose name is case-insensitive (RFC 9110, 11.1).
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	token = strings.TrimLeft(token, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", false
+	}
+	return token, true
+}
+
+// securityHeaders go on every answer: no content sniffing, never framed
+// (the web app's own policy says frame-ancestors 'none' too), no referrer
+// leaking booking ids to other sites.
+func securityHeaders(h http.Header) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "frame-ancestors 'none'")
+	h.Set("Referrer-Policy", "no-referrer")
+}
+
 // ServeHTTP routes r, records its metrics, and turns panics and the mux's own
 // 404 and 405 answers into problem documents.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	securityHeaders(w.Header())
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	h, pattern := s.mux.Handler(r)
 	defer func() {

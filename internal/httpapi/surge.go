@@ -52,21 +52,26 @@ func laneOf(pattern string, who access) guard.Lane {
 }
 
 // clientKey is whom the per-client request limit counts a request against:
-// the token's subject, else the client's address for public reads. Other
-// public routes (signed webhooks from the payment gateway) are not limited
-// per client.
+// the token's subject, else the client's address. Signed webhooks from the
+// payment gateway are not limited per client.
 func clientKey(r *http.Request, c booking.Caller, who access) string {
 	if who != nil {
 		return "sub:" + strconv.FormatInt(c.ID, 10)
 	}
-	if r.Method != http.MethodGet {
+	if r.URL.Path == "/payments/webhook" {
 		return ""
 	}
+	return "ip:" + remoteHost(r)
+}
+
+// remoteHost is the address of r's client (the connection's peer: berth
+// does not trust forwarding headers it cannot verify).
+func remoteHost(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		host = r.RemoteAddr
+		return r.RemoteAddr
 	}
-	return "ip:" + host
+	return host
 }
 
 // holdIntent describes a validated flight hold to the guard.

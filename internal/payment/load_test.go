@@ -32,7 +32,7 @@ func TestPaymentsThroughAnUnreliableGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := start(t, func(c *config.Config) { c.GatewayURL = "http://" + ln.Addr().String() })
+	s := start(t, func(c *config.Config) { c.GatewayURL, c.PaySim = "http://"+ln.Addr().String(), false })
 	sim := paysim.New(paysim.Options{
 		Key: paytest.Key(t), Clock: s.Clock, BaseURL: "http://" + ln.Addr().String(),
 		Latency: 5 * time.Millisecond, ErrorShare: 0.05,

@@ -188,7 +188,7 @@ func startWithGateway(t *testing.T, g *fakeGateway) *apptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
-	return start(t, func(c *config.Config) { c.GatewayURL = srv.URL })
+	return start(t, func(c *config.Config) { c.GatewayURL, c.PaySim = srv.URL, false })
 }
 
 // A gateway that is down: 503 overloaded with Retry-After, every attempt

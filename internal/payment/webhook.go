@@ -6,15 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/money"
 	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
+	"berth.dev/berth/internal/text"
 )
 
 // Why money that arrived is refunded instead of confirming its booking
@@ -27,6 +28,7 @@ const (
 	ReasonAlreadyConfirmed = "already_confirmed" // another charge confirmed it
 	ReasonNotHeld          = "not_held"          // cancelled, or otherwise not payable
 	ReasonSeatGone         = "seat_gone"         // part of the hold was reclaimed (DESIGN.md race 1)
+	ReasonNotOurCharge     = "not_our_charge"    // not the charge berth started for that booking
 )
 
 // RefundRequested is the data of a refund.requested event. Lifecycle.Cancel
@@ -50,8 +52,6 @@ type RefundCompleted struct {
 	ProviderTxnID   string `json:"providerTxnId"`
 	GatewayRefundID string `json:"gatewayRefundId"`
 }
-
-var currencyRe = regexp.MustCompile(`^[A-Za-z]{3}$`)
 
 // HandleWebhook verifies and processes one webhook delivery. It returns nil
 // for every validly signed delivery, duplicates and unknown event types
@@ -79,11 +79,12 @@ func (s *Service) HandleWebhook(ctx context.Context, h http.Header, body []byte)
 		return nil
 	}
 	switch {
-	case d.ProviderTxnID == "" || len(d.ProviderTxnID) > 255:
-		return s.unprocessable(w.Type, d.ProviderTxnID, errors.New("data.providerTxnId must be 1 to 255 characters"))
+	case d.ProviderTxnID == "" || text.Check(d.ProviderTxnID, 255) != nil:
+		// Logged quoted (%q) below: the id is not fit to print as it is.
+		return s.unprocessable(w.Type, fmt.Sprintf("%q", d.ProviderTxnID), errors.New("data.providerTxnId must be 1 to 255 characters of text"))
 	case d.Amount < 0:
 		return s.unprocessable(w.Type, d.ProviderTxnID, errors.New("data.amount must not be negative"))
-	case !currencyRe.MatchString(d.Currency) && w.Type != ChargeFailed:
+	case !money.Known(d.Currency) && w.Type != ChargeFailed:
 		return s.unprocessable(w.Type, d.ProviderTxnID, errors.New("data.currency must be an ISO 4217 code"))
 	}
 	var (
@@ -139,6 +140,25 @@ func (s *Service) chargeSucceeded(ctx context.Context, d WebhookData) (string, e
 		if err != nil {
 			return fmt.Errorf("record payment: %w", err)
 		}
+		// Only the charge berth started for this booking may confirm it:
+		// money the gateway reports under another transaction (someone
+		// paying for another's booking, a charge berth never asked for) is
+		// recorded and refunded.
+		ours, err := ownCharge(ctx, tx, d)
+		if err != nil {
+			return err
+		}
+		if !ours {
+			reason := ReasonNotOurCharge
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM booking WHERE id = $1)`, d.BookingID).Scan(&exists); err != nil {
+				return fmt.Errorf("read booking %d: %w", d.BookingID, err)
+			}
+			if !exists {
+				reason = ReasonUnknownBooking
+			}
+			return s.refundPayment(ctx, tx, paymentID, d, reason, now, &result)
+		}
 		sp, err := tx.Begin(ctx)
 		if err != nil {
 			return fmt.Errorf("savepoint: %w", err)
@@ -166,17 +186,44 @@ func (s *Service) chargeSucceeded(ctx context.Context, d WebhookData) (string, e
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE payment SET reason = $2 WHERE id = $1`, paymentID, reason); err != nil {
-			return fmt.Errorf("mark payment %d for refund: %w", paymentID, err)
-		}
-		result = "refunded_" + reason
-		if d.Amount == 0 {
-			return nil
-		}
-		return requestRefund(ctx, tx, RefundRequested{BookingID: d.BookingID, Amount: d.Amount, Currency: d.Currency,
-			Reason: reason, ProviderTxnID: d.ProviderTxnID}, now)
+		return s.refundPayment(ctx, tx, paymentID, d, reason, now, &result)
 	})
 	return result, err
+}
+
+// refundPayment marks recorded payment id for refund for reason and
+// requests the refund of its money.
+func (s *Service) refundPayment(ctx context.Context, tx pgx.Tx, id int64, d WebhookData, reason string, now time.Time, result *string) error {
+	if _, err := tx.Exec(ctx, `UPDATE payment SET reason = $2 WHERE id = $1`, id, reason); err != nil {
+		return fmt.Errorf("mark payment %d for refund: %w", id, err)
+	}
+	*result = "refunded_" + reason
+	if d.Amount == 0 {
+		return nil
+	}
+	return requestRefund(ctx, tx, RefundRequested{BookingID: d.BookingID, Amount: d.Amount, Currency: d.Currency,
+		Reason: reason, ProviderTxnID: d.ProviderTxnID}, now)
+}
+
+// ownCharge reports whether d's transaction is the charge berth started
+// for d's booking. A charge whose gateway answer berth has not stored yet
+// (the webhook overtook it) takes d's transaction id, unless that id is
+// another charge's: the gateway made that charge for berth, with berth's
+// idempotency key, for this booking.
+func ownCharge(ctx context.Context, tx pgx.Tx, d WebhookData) (bool, error) {
+	var ours bool
+	err := tx.QueryRow(ctx, `WITH claimed AS (
+			UPDATE charge SET provider_txn_id = $2
+			WHERE booking_id = $1 AND provider_txn_id IS NULL
+				AND NOT EXISTS (SELECT 1 FROM charge WHERE provider_txn_id = $2)
+			RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM claimed)
+			OR EXISTS (SELECT 1 FROM charge WHERE booking_id = $1 AND provider_txn_id = $2)`,
+		d.BookingID, d.ProviderTxnID).Scan(&ours)
+	if err != nil {
+		return false, fmt.Errorf("find the charge of booking %d: %w", d.BookingID, err)
+	}
+	return ours, nil
 }
 
 // refundReason says why money for d could not confirm its booking.
@@ -223,8 +270,9 @@ func requestRefund(ctx context.Context, tx pgx.Tx, r RefundRequested, now time.T
 }
 
 // chargeFailed releases the booking at once (the flight document's rule).
-// A failure of a transaction that is not the booking's charge, or of one
-// whose money was already recorded, changes nothing.
+// A failure of a transaction that is not the booking's charge (or of a
+// booking that never started one), or of one whose money was already
+// recorded, changes nothing.
 func (s *Service) chargeFailed(ctx context.Context, d WebhookData) (string, error) {
 	var (
 		result string
@@ -232,17 +280,17 @@ func (s *Service) chargeFailed(ctx context.Context, d WebhookData) (string, erro
 	)
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		freed = nil
-		var (
-			ours *string
-			paid bool
-		)
-		err := tx.QueryRow(ctx, `SELECT (SELECT provider_txn_id FROM charge WHERE booking_id = $1),
-			EXISTS (SELECT 1 FROM payment WHERE provider_txn_id = $2)`, d.BookingID, d.ProviderTxnID).Scan(&ours, &paid)
+		ours, err := ownCharge(ctx, tx, d)
 		if err != nil {
-			return fmt.Errorf("read charge of booking %d and payment %s: %w", d.BookingID, d.ProviderTxnID, err)
+			return err
+		}
+		var paid bool
+		err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payment WHERE provider_txn_id = $1)`, d.ProviderTxnID).Scan(&paid)
+		if err != nil {
+			return fmt.Errorf("read payment %s: %w", d.ProviderTxnID, err)
 		}
 		switch {
-		case ours != nil && *ours != d.ProviderTxnID:
+		case !ours:
 			result = "other_charge"
 			return nil
 		case paid:

@@ -351,7 +351,9 @@ func TestMoneyForABookingThatCannotTakeIt(t *testing.T) {
 		reason  string
 	}{
 		{first.ProviderTxnID, "confirmed", ""},
-		{second.ProviderTxnID, "refund", payment.ReasonAlreadyConfirmed},
+		// A second transaction for one booking is not the charge berth
+		// started for it.
+		{second.ProviderTxnID, "refund", payment.ReasonNotOurCharge},
 		{afterCancel.ProviderTxnID, "refund", payment.ReasonNotHeld},
 	} {
 		if p := paymentOf(t, pool, c.txn); p.N != 1 || p.Outcome != c.outcome || p.Reason != c.reason {
@@ -385,6 +387,12 @@ func TestSignedButUnprocessableWebhooksAreAcknowledged(t *testing.T) {
 		"negative amount":   []byte(`{"type":"charge.succeeded","data":{"bookingId":1,"providerTxnId":"tx-neg","amount":-5,"currency":"VND"}}`),
 		"no transaction id": []byte(`{"type":"charge.succeeded","data":{"bookingId":1,"providerTxnId":"","amount":5,"currency":"VND"}}`),
 		"no currency":       []byte(`{"type":"charge.succeeded","data":{"bookingId":1,"providerTxnId":"tx-cur","amount":5,"currency":"V"}}`),
+		// A NUL in the id was a 500 (SQLSTATE 22021), retried for ever.
+		"NUL in the transaction id": []byte(`{"type":"charge.succeeded","data":{"bookingId":1,"providerTxnId":"tx\u0000nul","amount":5,"currency":"VND"}}`),
+		"NUL in a failure":          []byte(`{"type":"charge.failed","data":{"bookingId":1,"providerTxnId":"tx\u0000nul","amount":5,"currency":"VND"}}`),
+		"control character":         []byte(`{"type":"refund.succeeded","data":{"bookingId":1,"providerTxnId":"rf\u001b[31m","amount":5,"currency":"VND"}}`),
+		"bidi override":             []byte(`{"type":"charge.succeeded","data":{"bookingId":1,"providerTxnId":"tx\u202Eevil","amount":5,"currency":"VND"}}`),
+		"not an ISO 4217 currency":  []byte(`{"type":"charge.succeeded","data":{"bookingId":1,"providerTxnId":"tx-xyz","amount":5,"currency":"XYZ"}}`),
 	}
 	for name, body := range bodies {
 		h := paytest.Headers(paytest.Key(t), "msg_"+name, s.Clock.Now(), body)

@@ -11,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/money"
 	"berth.dev/berth/internal/pg"
+	"berth.dev/berth/internal/text"
 )
 
 // Car is a car a host rents out. Values returned by Search are shared and
@@ -50,20 +52,25 @@ const (
 )
 
 var (
-	plateRe    = regexp.MustCompile(`^[A-Z0-9][A-Z0-9.-]{1,19}$`)
-	cityRe     = regexp.MustCompile(`^[A-Z]{2,8}$`)
-	currencyRe = regexp.MustCompile(`^[A-Z]{3}$`)
+	plateRe = regexp.MustCompile(`^[A-Z0-9][A-Z0-9.-]{1,19}$`)
+	cityRe  = regexp.MustCompile(`^[A-Z]{2,8}$`)
 )
 
 // validate checks nc and normalises its plate (plates are case-insensitive
 // and often typed with spaces).
 func (nc *NewCar) validate() error {
+	if err := text.Check(nc.Plate, 40); err != nil {
+		return fault.Invalid("plate", "%v", err)
+	}
+	if err := text.Check(nc.Model, 100); err != nil {
+		return fault.Invalid("model", "%v", err)
+	}
 	nc.Plate = strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(nc.Plate), " ", ""))
 	nc.Model = strings.TrimSpace(nc.Model)
 	switch {
 	case !plateRe.MatchString(nc.Plate):
 		return fault.Invalid("plate", "must be 2 to 20 letters, digits, dots or dashes, like 30A-123.45")
-	case nc.Model == "" || len(nc.Model) > 100:
+	case nc.Model == "":
 		return fault.Invalid("model", "must be 1 to 100 characters")
 	case !cityRe.MatchString(nc.City):
 		return fault.Invalid("city", "must be an upper-case city code, like HN")
@@ -71,7 +78,7 @@ func (nc *NewCar) validate() error {
 		return fault.Invalid("dailyPrice", "must be a positive amount in minor units")
 	case nc.Deposit < 0 || nc.Deposit > maxPrice:
 		return fault.Invalid("deposit", "must be a non-negative amount in minor units")
-	case !currencyRe.MatchString(nc.Currency):
+	case !money.Known(nc.Currency):
 		return fault.Invalid("currency", "must be an ISO 4217 code, like VND")
 	case nc.Turnaround < 0 || nc.Turnaround > MaxTurnaround:
 		return fault.Invalid("turnaround", "must be between 0 and %s", FormatTurnaround(MaxTurnaround))
@@ -93,7 +100,11 @@ func (s *Service) Create(ctx context.Context, nc NewCar) (*Car, error) {
 		RETURNING `+carColumns,
 		nc.HostID, nc.Plate, nc.Model, nc.City, nc.DailyPrice, nc.Deposit, nc.Currency, nc.Turnaround, s.clock.Now()))
 	if pg.Violates(err, "car_plate_key") {
+		// Unique on letters and digits alone: "30a 123.45" is 30A-123.45.
 		return nil, fault.Invalid("plate", "%s is already listed", nc.Plate)
+	}
+	if pg.Violates(err, "car_city_fkey") {
+		return nil, fault.Invalid("city", "%s is not a city berth rents cars in (GET /cities)", nc.City)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create car %s: %w", nc.Plate, err)

@@ -68,8 +68,10 @@ func TestConfig(dbURL string) config.Config {
 	c.DatabaseURL = dbURL
 	c.AuthSecret = AuthSecret
 	c.WebhookSecret = WebhookSecret
+	c.PaySim = true
 	c.HoldLimit = config.Rate{}
 	c.RequestLimit = config.Rate{}
+	c.AddressLimit = config.Rate{}
 	c.ShedWait = 5 * time.Second
 	c.DBMaxConns = 10
 	c.DBMinConns = 0

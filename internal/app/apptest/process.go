@@ -85,6 +85,7 @@ func StartProcess(t testing.TB, dbURL string, env ...string) *Process {
 	cmd := exec.Command(Binary(t), "serve")
 	cmd.Env = append(os.Environ(),
 		"BERTH_HTTP_ADDR=127.0.0.1:0",
+		"BERTH_PAYSIM=on",
 		"BERTH_DATABASE_URL="+dbURL,
 		"BERTH_AUTH_SECRET="+AuthSecret,
 		"BERTH_WEBHOOK_SECRET="+WebhookSecret,
@@ -94,6 +95,7 @@ func StartProcess(t testing.TB, dbURL string, env ...string) *Process {
 		// connection. Tests of the surge layers set their own.
 		"BERTH_HOLD_LIMIT=off",
 		"BERTH_REQUEST_LIMIT=off",
+		"BERTH_ADDRESS_LIMIT=off",
 		"BERTH_SHED_WAIT=5s",
 		"GORACE=halt_on_error=1",
 	)

@@ -11,19 +11,24 @@ import (
 	"berth.dev/berth/internal/payment"
 )
 
-// Handler serves the gateway protocol (POST /charges, POST /refunds), the
-// checkout pages (GET /checkout/{txn}, POST /checkout/{txn}/pay and /fail)
-// and an index of recent charges (GET /).
+// Handler serves the checkout pages (GET /checkout/{txn}, POST
+// /checkout/{txn}/pay and /fail) and, unless the simulator is in process,
+// the gateway protocol (POST /charges, POST /refunds) and an index of
+// recent charges (GET /).
 func (s *Sim) Handler() http.Handler {
 	mux := http.NewServeMux()
+	s.checkoutRoutes(mux)
+	if s.options().InProcess {
+		return mux
+	}
 	mux.HandleFunc("POST /charges", func(w http.ResponseWriter, r *http.Request) {
 		var req payment.ChargeRequest
 		key, ok := s.apiCall(w, r, &req)
 		if !ok {
 			return
 		}
-		if req.Amount < 0 || req.WebhookURL == "" {
-			apiError(w, http.StatusUnprocessableEntity, "amount must not be negative and webhookUrl is required")
+		if req.Amount < 0 || req.WebhookURL == "" || len(req.WebhookURL) > maxURL || len(req.Currency) != 3 {
+			apiError(w, http.StatusUnprocessableEntity, "amount must not be negative, currency is a 3-letter code and webhookUrl (at most 2048 bytes) is required")
 			return
 		}
 		res, _ := s.Charge(r.Context(), key, req)
@@ -35,13 +40,20 @@ func (s *Sim) Handler() http.Handler {
 		if !ok {
 			return
 		}
-		if req.Amount <= 0 || req.ProviderTxnID == "" || req.WebhookURL == "" {
+		if req.Amount <= 0 || req.ProviderTxnID == "" || len(req.ProviderTxnID) > 255 || req.WebhookURL == "" || len(req.WebhookURL) > maxURL {
 			apiError(w, http.StatusUnprocessableEntity, "amount must be positive; providerTxnId and webhookUrl are required")
 			return
 		}
 		res, _ := s.Refund(r.Context(), key, req)
 		writeJSON(w, http.StatusCreated, res)
 	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		s.index(w)
+	})
+	return mux
+}
+
+func (s *Sim) checkoutRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /checkout/{txn}", func(w http.ResponseWriter, r *http.Request) {
 		s.page(w, r.PathValue("txn"), "")
 	})
@@ -60,11 +72,10 @@ func (s *Sim) Handler() http.Handler {
 		}
 		s.page(w, txn, msg)
 	})
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		s.index(w)
-	})
-	return mux
 }
+
+// maxURL bounds a webhook URL, so that a charge's memory is small.
+const maxURL = 2048
 
 // apiCall applies the latency and error knobs and decodes a protocol call.
 func (s *Sim) apiCall(w http.ResponseWriter, r *http.Request, dst any) (string, bool) {

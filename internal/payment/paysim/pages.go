@@ -5,24 +5,14 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-)
 
-// minorDigits are the ISO 4217 currencies whose minor unit is not the
-// usual hundredth: amounts travel in minor units, and the pages show them
-// in major units, as a customer reads them.
-var minorDigits = map[string]int{
-	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0, "PYG": 0, "RWF": 0,
-	"UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
-	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
-}
+	"berth.dev/berth/internal/money"
+)
 
 // formatAmount shows amount minor units of currency in major units with
 // thousands separated: 1500000 VND is "1,500,000 VND", 1250 EUR "12.50 EUR".
 func formatAmount(amount int64, currency string) string {
-	digits, ok := minorDigits[currency]
-	if !ok {
-		digits = 2
-	}
+	digits := money.MinorDigits(currency)
 	sign := ""
 	if amount < 0 {
 		sign, amount = "-", -amount

@@ -18,6 +18,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,7 +56,21 @@ type Options struct {
 	// RefundDelay is how long a refund takes before refund.succeeded.
 	RefundDelay time.Duration
 	Log         *slog.Logger
+	// InProcess is the simulator berth runs itself (BERTH_PAYSIM=on):
+	// berth calls it directly, so its Handler serves the checkout pages
+	// only (no gateway protocol, no list of charges), and every webhook
+	// goes to WebhookURL, whatever URL a charge or refund asked for.
+	InProcess bool
+	// WebhookURL, when set, is where every webhook goes.
+	WebhookURL string
+	// MaxCharges bounds the charges kept (default 10,000): beyond it the
+	// oldest are forgotten, decided ones first, with their idempotency
+	// keys, so the simulator's memory stays bounded however it is used.
+	MaxCharges int
 }
+
+// DefaultMaxCharges is MaxCharges when it is not set.
+const DefaultMaxCharges = 10_000
 
 type chargeState int
 
@@ -69,6 +84,7 @@ func (s chargeState) String() string { return [...]string{"pending", "succeeded"
 
 type charge struct {
 	txn     string
+	key     string // in keys
 	req     payment.ChargeRequest
 	state   chargeState
 	created time.Time
@@ -91,15 +107,17 @@ type Stats struct {
 // Sim is a simulated gateway. It implements payment.Gateway for use in
 // process, and serves the HTTP protocol with Handler.
 type Sim struct {
-	mu       sync.Mutex
-	opts     Options
-	charges  map[string]*charge
-	order    []string          // txn ids, oldest first
-	keys     map[string]string // idempotency key → txn or refund id
-	stats    Stats
-	seq      int
-	inflight int
-	idle     chan struct{} // closed while nothing is in flight
+	mu      sync.Mutex
+	opts    Options
+	charges map[string]*charge
+	order   []string          // txn ids, oldest first
+	keys    map[string]string // idempotency key → txn or refund id
+	// refundKeys are the refund keys of keys, oldest first.
+	refundKeys []string
+	stats      Stats
+	seq        int
+	inflight   int
+	idle       chan struct{} // closed while nothing is in flight
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -115,6 +133,9 @@ func New(o Options) *Sim {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxCharges <= 0 {
+		o.MaxCharges = DefaultMaxCharges
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	idle := make(chan struct{})
@@ -141,6 +162,12 @@ func (s *Sim) Configure(f func(*Options)) {
 // SetBaseURL sets where checkout pages are served.
 func (s *Sim) SetBaseURL(u string) {
 	s.Configure(func(o *Options) { o.BaseURL = strings.TrimRight(u, "/") })
+}
+
+// SetWebhookURL sends every webhook to u, whatever URL a charge or refund
+// asked for.
+func (s *Sim) SetWebhookURL(u string) {
+	s.Configure(func(o *Options) { o.WebhookURL = u })
 }
 
 func (s *Sim) options() Options {
@@ -240,9 +267,11 @@ func (s *Sim) later(delay time.Duration, f func()) {
 	}()
 }
 
+// id returns a new identifier: 128 random bits, so that a checkout page's
+// address cannot be guessed from another's.
 func (s *Sim) id(prefix string) string {
 	s.seq++
-	return fmt.Sprintf("%s_%d_%08x", prefix, s.seq, rand.Uint32())
+	return fmt.Sprintf("%s_%d_%016x%016x", prefix, s.seq, rand.Uint64(), rand.Uint64())
 }
 
 // Charge starts a charge; the same key returns the same charge.
@@ -253,11 +282,15 @@ func (s *Sim) Charge(_ context.Context, key string, r payment.ChargeRequest) (pa
 	if txn, ok := s.keys["charge "+key]; ok {
 		return s.chargeResult(txn), nil
 	}
-	c := &charge{txn: s.id("txn"), req: r, created: time.Now()}
+	if s.opts.WebhookURL != "" {
+		r.WebhookURL = s.opts.WebhookURL // not the caller's, and not stored twice
+	}
+	c := &charge{txn: s.id("txn"), req: r, key: "charge " + key, created: time.Now()}
 	s.charges[c.txn] = c
 	s.order = append(s.order, c.txn)
-	s.keys["charge "+key] = c.txn
+	s.keys[c.key] = c.txn
 	s.stats.Charges++
+	s.evictLocked()
 	if s.opts.Auto {
 		ok := rand.Float64() >= s.opts.FailShare
 		s.later(jitter(s.opts.PayDelay), func() { s.Settle(c.txn, ok) })
@@ -302,6 +335,8 @@ func (s *Sim) Refund(_ context.Context, key string, r payment.RefundRequest) (pa
 	}
 	id := s.id("rf")
 	s.keys["refund "+key] = id
+	s.refundKeys = append(s.refundKeys, "refund "+key)
+	s.evictLocked()
 	s.stats.Refunds++
 	s.stats.RefundsPerCharge[r.ProviderTxnID]++
 	s.stats.RefundedAmount[r.ProviderTxnID] += r.Amount
@@ -316,10 +351,46 @@ func (s *Sim) Refund(_ context.Context, key string, r payment.RefundRequest) (pa
 	return payment.RefundResult{RefundID: id}, nil
 }
 
+// evictLocked forgets the oldest charges and refund keys beyond
+// MaxCharges: decided charges first, then pending ones (whose holds berth
+// lets expire). Callers hold s.mu.
+func (s *Sim) evictLocked() {
+	limit := s.opts.MaxCharges
+	for len(s.order) > limit {
+		i := slices.IndexFunc(s.order, func(txn string) bool { return s.charges[txn].state != pending })
+		if i < 0 {
+			i = 0
+		}
+		txn := s.order[i]
+		s.order = slices.Delete(s.order, i, i+1)
+		delete(s.keys, s.charges[txn].key)
+		delete(s.charges, txn)
+		delete(s.stats.RefundsPerCharge, txn)
+		delete(s.stats.RefundedAmount, txn)
+	}
+	for len(s.refundKeys) > limit {
+		delete(s.keys, s.refundKeys[0])
+		s.refundKeys = s.refundKeys[1:]
+	}
+	// Refunds of charges this simulator never knew (another process's)
+	// are counted by txn too; keep those maps bounded as well.
+	if len(s.stats.RefundsPerCharge) > 2*limit {
+		for txn := range s.stats.RefundsPerCharge {
+			if _, ok := s.charges[txn]; !ok {
+				delete(s.stats.RefundsPerCharge, txn)
+				delete(s.stats.RefundedAmount, txn)
+			}
+		}
+	}
+}
+
 // sendLocked schedules the deliveries of one webhook: between 1 and
 // MaxDeliveries copies with the same webhook-id, each after its own random
 // delay. Callers hold s.mu.
 func (s *Sim) sendLocked(url string, w payment.Webhook) {
+	if s.opts.WebhookURL != "" {
+		url = s.opts.WebhookURL
+	}
 	body, err := json.Marshal(w)
 	if err != nil {
 		panic(err) // a struct of strings and numbers always marshals

@@ -65,8 +65,27 @@ func Send(t testing.TB, base string, at time.Time, typ string, d payment.Webhook
 }
 
 // Charge returns webhook data for a charge of booking id's full amount
-// under a fresh provider transaction id.
+// under a fresh provider transaction id. The booking's charge (the one
+// berth started, which alone may confirm it) gets that transaction id
+// unless it already has one: a second Charge of a booking is money under
+// a transaction berth did not start for it. Foreign returns one without
+// touching the booking's charge.
 func Charge(t testing.TB, pool *pgxpool.Pool, id int64) payment.WebhookData {
+	t.Helper()
+	d := Foreign(t, pool, id)
+	_, err := pool.Exec(context.Background(), `INSERT INTO charge (booking_id, amount, currency, provider_txn_id, created_at)
+		SELECT id, amount, currency, $2, now() FROM booking WHERE id = $1
+		ON CONFLICT (booking_id) DO UPDATE SET provider_txn_id = EXCLUDED.provider_txn_id
+			WHERE charge.provider_txn_id IS NULL`, id, d.ProviderTxnID)
+	if err != nil {
+		t.Fatalf("paytest: charge of booking %d: %v", id, err)
+	}
+	return d
+}
+
+// Foreign returns webhook data for booking id's full amount under a fresh
+// provider transaction id that is not the booking's charge.
+func Foreign(t testing.TB, pool *pgxpool.Pool, id int64) payment.WebhookData {
 	t.Helper()
 	d := payment.WebhookData{BookingID: id, ProviderTxnID: fmt.Sprintf("txn_test_%d_%x", id, rand.Uint64())}
 	err := pool.QueryRow(context.Background(), `SELECT amount, currency FROM booking WHERE id = $1`, id).Scan(&d.Amount, &d.Currency)

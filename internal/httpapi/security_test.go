@@ -1,0 +1,103 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/config"
+)
+
+// Requests without a valid token are limited per client address before
+// authentication runs, so an unauthenticated flood costs berth no token
+// checks and no database; the simulator's pages are limited the same way.
+func TestAddressLimitRunsBeforeAuthentication(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{Config: func(c *config.Config) {
+		c.AddressLimit = config.Rate{N: 5, Window: time.Minute}
+	}})
+	var statuses []int
+	for range 8 {
+		r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/bookings", Token: "not-a-token"})
+		statuses = append(statuses, r.Status)
+		if r.Status == http.StatusTooManyRequests && (r.Code() != "rate_limited" || r.Header.Get("Retry-After") == "") {
+			t.Errorf("429 without rate_limited and Retry-After: %v %s", r.Header, r.Body)
+		}
+	}
+	want := []int{401, 401, 401, 401, 401, 429, 429, 429}
+	if !equal(statuses, want) {
+		t.Errorf("unauthenticated flood from one address: %v, want %v", statuses, want)
+	}
+	if r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/paysim/checkout/txn_1"}); r.Status != http.StatusTooManyRequests {
+		t.Errorf("the simulator's page from a limited address: %d, want 429", r.Status)
+	}
+	// The gateway's signed webhooks are never limited by address.
+	if r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/payments/webhook", Body: `{}`}); r.Status != http.StatusUnauthorized {
+		t.Errorf("webhook from a limited address: %d, want 401 (checked, not limited)", r.Status)
+	}
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// 401 names the scheme (RFC 6750), and the scheme's name is
+// case-insensitive (RFC 9110).
+func TestBearerChallengeAndScheme(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	tok := s.Token("customer", 7)
+	for _, c := range []struct {
+		auth      string
+		want      int
+		challenge string
+	}{
+		{"", 401, `Bearer realm="berth"`},
+		{"Bearer garbage", 401, `Bearer realm="berth", error="invalid_token"`},
+		{"Basic dXNlcjpwYXNz", 401, `Bearer realm="berth", error="invalid_token"`},
+		{"Bearer", 401, `Bearer realm="berth", error="invalid_token"`},
+		{"Bearer " + tok, 200, ""},
+		{"bearer " + tok, 200, ""},
+		{"BEARER  " + tok, 200, ""},
+	} {
+		r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/bookings", Header: map[string]string{"Authorization": c.auth}})
+		if r.Status != c.want || r.Header.Get("WWW-Authenticate") != c.challenge {
+			t.Errorf("Authorization %.20q: %d, WWW-Authenticate %q; want %d, %q", c.auth, r.Status, r.Header.Get("WWW-Authenticate"), c.want, c.challenge)
+		}
+	}
+}
+
+// Every answer says not to sniff its type, never to be framed, and to send
+// no referrer: API answers, errors, the web app, the simulator's pages.
+func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	for _, req := range []apptest.Request{
+		{Method: http.MethodGet, Path: "/healthz"},
+		{Method: http.MethodGet, Path: "/flights?from=SGN&to=HAN"},
+		{Method: http.MethodGet, Path: "/no/such/thing"},
+		{Method: http.MethodGet, Path: "/bookings"},
+		{Method: http.MethodPost, Path: "/payments/webhook", Body: `{}`},
+		{Method: http.MethodGet, Path: "/"},
+		{Method: http.MethodGet, Path: "/app/flights/1"},
+		{Method: http.MethodGet, Path: "/paysim/checkout/txn_nope"},
+		{Method: http.MethodGet, Path: "/openapi.yaml"},
+	} {
+		r := s.Do(req)
+		h := r.Header
+		if h.Get("X-Content-Type-Options") != "nosniff" || h.Get("X-Frame-Options") != "DENY" ||
+			!strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") || h.Get("Referrer-Policy") != "no-referrer" {
+			t.Errorf("%s %s → %d: headers %v, want nosniff, DENY, frame-ancestors 'none', no-referrer", req.Method, req.Path, r.Status, h)
+		}
+	}
+}
