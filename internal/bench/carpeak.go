@@ -19,7 +19,7 @@ import (
 var ErrUnavailable = errors.New("not available in this build of berth")
 
 // carCities are where the cars of the peak are.
-var carCities = []string{"HN", "SG", "DN"}
+var carCities = []string{"HN", "HCM", "DN"}
 
 // carPeak is the car-peak scenario: a few hundred popular cars, searched
 // thousands of times a second over a handful of popular periods, and held

@@ -13,6 +13,7 @@ var valid = map[string]string{
 	"BERTH_AUTH_SECRET":    "0123456789abcdef0123",
 	"BERTH_WEBHOOK_SECRET": "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM=",
 	"BERTH_GATEWAY_URL":    "https://pay.example.com",
+	"BERTH_PUBLIC_URL":     "https://book.example.com",
 }
 
 func with(k, v string) map[string]string {
@@ -123,6 +124,7 @@ func TestPublicURLWithGateway(t *testing.T) {
 	for _, tt := range tests {
 		m := with("BERTH_GATEWAY_URL", "https://pay.example.com")
 		m["BERTH_HTTP_ADDR"] = tt.addr
+		delete(m, "BERTH_PUBLIC_URL")
 		if tt.public != "" {
 			m["BERTH_PUBLIC_URL"] = tt.public
 		}
@@ -134,8 +136,12 @@ func TestPublicURLWithGateway(t *testing.T) {
 			t.Errorf("addr %q without a public URL: err = %v, want one naming BERTH_PUBLIC_URL", tt.addr, err)
 		}
 	}
-	// Without a gateway (the built-in simulator) nothing is required.
-	if _, err := Load(nil, env(valid)); err != nil {
-		t.Errorf("no gateway: %v", err)
+	// The built-in simulator (loopback only) needs no public URL.
+	m := with("BERTH_PAYSIM", "on")
+	m["BERTH_HTTP_ADDR"] = "127.0.0.1:8080"
+	delete(m, "BERTH_GATEWAY_URL")
+	delete(m, "BERTH_PUBLIC_URL")
+	if _, err := Load(nil, env(m)); err != nil {
+		t.Errorf("simulator on loopback: %v", err)
 	}
 }
