@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 //     serve, every consumer running);
 //   - protect-off: BERTH_PROTECT=off;
 //   - no-events: BERTH_PROTECT=off, BERTH_EVENTS_IN_SERVE=false;
-//   - plain: the seed's plain per-request transaction (counter, booking,
+//   - plain: the plain per-request transaction (counter, booking,
 //     seats) behind a bare net/http handler, the baseline.
 //
 // Run it with a fixed count so that every mode does the same work:
@@ -278,7 +278,7 @@ func startEveryday(b *testing.B, url string, counter *statementCounter, adjust f
 	return "http://" + ln.Addr().String(), stop
 }
 
-// startPlain serves POST /bookings with the seed's plain hold: one
+// startPlain serves POST /bookings with the plain per-request hold: one
 // transaction that reserves the counter, inserts the booking and takes the
 // seats, each a conditional statement whose row count decides.
 func startPlain(b *testing.B, url string, counter *statementCounter) (string, func()) {

@@ -1,4 +1,4 @@
-// Package audit checks berth's invariants (DESIGN.md I1–I7, and I8 for waitlists) against a
+// Package audit checks berth's invariants (docs/invariants.md I1–I8) against a
 // database. Each check is one query that lists violations, so a failing
 // check says what is wrong, not only that something is.
 package audit

@@ -1,6 +1,6 @@
 package audit
 
-// The money invariants (DESIGN.md I4, I5) over the payment tables of
+// The money invariants (docs/invariants.md I4, I5) over the payment tables of
 // migration 00004. A payment row is money the gateway reported received: it
 // either confirmed its booking (outcome 'confirmed') or is owed back in
 // full (outcome 'refund').

@@ -63,7 +63,7 @@ func setupSale(ctx context.Context, o *Options, c *client, srv *server, protect 
 }
 
 // probePayments holds a seat and pays for it once, to learn whether this
-// build takes payments (API.md: POST /bookings/{id}/payments).
+// build takes payments (docs/api.md: POST /bookings/{id}/payments).
 func probePayments(ctx context.Context, c *client, srv *server, flightID int64) (string, bool, error) {
 	tok := srv.token(auth.Customer, setupCustomer)
 	body, _ := json.Marshal(holdBody{FlightID: flightID, FareClass: "ECONOMY", Quantity: 1})

@@ -98,7 +98,7 @@ func createSaleFlight(ctx context.Context, c *client, srv *server) (int64, error
 	return createFlight(ctx, c, srv, fares)
 }
 
-// enableWaitingRoom switches a flight's waiting room on (API.md, "Surge:
+// enableWaitingRoom switches a flight's waiting room on (docs/api.md, "Surge:
 // waiting room").
 func enableWaitingRoom(ctx context.Context, c *client, srv *server, flightID int64, admitPerSecond int) error {
 	body := fmt.Appendf(nil, `{"waitingRoom": {"enabled": true, "admitPerSecond": %d}}`, admitPerSecond)

@@ -49,7 +49,7 @@ func outcomeOf(status int, code string, err error) string {
 }
 
 // isServerError reports whether an outcome is a 5xx answer other than the
-// load shedding that API.md allows (503 overloaded): those fail the run.
+// load shedding that docs/api.md allows (503 overloaded): those fail the run.
 func isServerError(outcome string) bool {
 	return strings.HasPrefix(outcome, "5") && outcome != "503 overloaded"
 }

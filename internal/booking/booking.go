@@ -148,7 +148,7 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-// View is a booking as API.md shows it, in clients' answers and in events.
+// View is a booking as docs/api.md shows it, in clients' answers and in events.
 type View struct {
 	BookingID     int64      `json:"bookingId"`
 	Kind          Kind       `json:"kind"`
@@ -175,7 +175,7 @@ type View struct {
 	UpdatedAt     time.Time  `json:"updatedAt"`
 }
 
-// View returns b as API.md shows it, its times in b.Zone.
+// View returns b as docs/api.md shows it, its times in b.Zone.
 func (b *Booking) View() View {
 	zone := b.Zone
 	if zone == nil {
@@ -232,7 +232,7 @@ func (c Caller) Customer() bool { return c.Role == "customer" }
 // role and $3 their id) that a booking is one the caller reaches in their
 // role: a customer their own bookings, a host the bookings of their cars,
 // an admin every booking. The same id under another role never widens a
-// role (API.md, "Bookings").
+// role (docs/api.md, "Bookings").
 const reaches = `(($2 = 'admin') OR ($2 = 'customer' AND customer_id = $3) OR ($2 = 'host' AND host_id = $3))`
 
 // Get returns booking id if caller reaches it in their role: its customer

@@ -28,7 +28,7 @@ type Inventory interface {
 }
 
 // ErrIncomplete means a booking cannot be confirmed because part of what it
-// held was taken by someone else after its hold expired (DESIGN.md race 1).
+// held was taken by someone else after its hold expired (docs/invariants.md race 1).
 var ErrIncomplete = errors.New("part of the hold is gone")
 
 // Lifecycle moves bookings between statuses. Every move is a compare-and-set
@@ -273,7 +273,7 @@ func (l *Lifecycle) ExpireOne(ctx context.Context, db pg.Beginner) (bool, error)
 // release of what it held, its event. It reports false, and changes
 // nothing, when the booking is not HELD or not yet due. A new hold uses it
 // to clear a stale hold in its way without waiting for the sweeper
-// (DESIGN.md race 2).
+// (docs/invariants.md race 2).
 func (l *Lifecycle) ExpireTx(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (bool, error) {
 	b, err := Scan(tx.QueryRow(ctx, `UPDATE booking
 		SET status = 'EXPIRED', version = version + 1, updated_at = $2
@@ -299,8 +299,8 @@ func (l *Lifecycle) expired(ctx context.Context, tx pgx.Tx, b *Booking, now time
 // Confirm moves a HELD booking to CONFIRMED because a charge of amount in
 // currency succeeded, within the caller's transaction (which also records
 // the payment). It succeeds only if the hold has not expired, the money
-// matches the booking, and the whole hold is still there (DESIGN.md races 1
-// and 4). Otherwise it returns a fault (HoldExpired, InvalidState,
+// matches the booking, and the whole hold is still there (docs/invariants.md
+// races 1 and 4). Otherwise it returns a fault (HoldExpired, InvalidState,
 // ValidationFailed for a wrong amount) or ErrIncomplete, and the caller
 // must roll back whatever it did in tx and refund the money instead.
 func (l *Lifecycle) Confirm(ctx context.Context, tx pgx.Tx, id, amount int64, currency string) (*Booking, error) {
@@ -352,8 +352,8 @@ func (l *Lifecycle) whyNotConfirmed(ctx context.Context, tx pgx.Tx, id, amount i
 	return fmt.Errorf("confirm booking %d: no row matched and no reason found", id)
 }
 
-// FailPayment releases a HELD booking at once because its charge failed (the
-// flight document's rule): it becomes CANCELLED with reason payment_failed.
+// FailPayment releases a HELD booking at once because its charge failed, so
+// its seats go back on sale: it becomes CANCELLED with reason payment_failed.
 // It reports false, and changes nothing, when the booking is no longer HELD.
 func (l *Lifecycle) FailPayment(ctx context.Context, tx pgx.Tx, id int64) (*Booking, bool, error) {
 	b := &Booking{ID: id, Status: Held}

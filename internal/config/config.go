@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Config is the settings of `berth serve` (API.md, "The binary").
+// Config is the settings of `berth serve` (docs/api.md, "The binary").
 type Config struct {
 	HTTPAddr        string
 	DatabaseURL     string

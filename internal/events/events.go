@@ -20,7 +20,7 @@ type Event struct {
 	Type      string    // booking.confirmed, refund.requested, … (outbox constants)
 	BookingID int64     // the CloudEvents subject
 	Time      time.Time // when the change committed (server clock)
-	// Data is the booking as API.md shows it after the change
+	// Data is the booking as docs/api.md shows it after the change
 	// (booking.View), or the event's own payload (booking.RefundRequest).
 	Data json.RawMessage
 }

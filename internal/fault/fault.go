@@ -11,10 +11,10 @@ import (
 	"time"
 )
 
-// Code is a stable error code of the public API (see API.md).
+// Code is a stable error code of the public API (see docs/api.md).
 type Code string
 
-// The codes of API.md. Their HTTP statuses live in httpapi.
+// The codes of docs/api.md. Their HTTP statuses live in httpapi.
 const (
 	InvalidRequest       Code = "invalid_request"
 	BodyTooLarge         Code = "body_too_large"

@@ -35,7 +35,7 @@ func fareCounters(t *testing.T, pool *pgxpool.Pool, flightID int64, class string
 	return c
 }
 
-// The seed's test, harder: 200 customers release together to hold the same
+// The classic seat race, harder: 200 customers release together to hold the same
 // seat through two berth processes sharing one database. Exactly one wins.
 func TestOneSeatTwoHundredBuyersTwoProcesses(t *testing.T) {
 	t.Parallel()

@@ -49,7 +49,7 @@ func waitEntry(t *testing.T, pool *pgxpool.Pool, id int64) entry {
 	return e
 }
 
-// Joining, listing and leaving a line answer as API.md says, and nobody
+// Joining, listing and leaving a line answer as docs/api.md says, and nobody
 // reaches another customer's entry.
 func TestWaitlistJoinListLeave(t *testing.T) {
 	t.Parallel()

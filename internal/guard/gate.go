@@ -15,8 +15,8 @@ import (
 )
 
 // The seat gate and the sold-out hint turn away, before the database, the
-// requests that would surely lose (the flight document's §8 "filtro
-// rápido"). Neither decides anything: a key lost or an answer missed only
+// requests that would surely lose (a "fast filter" in front of the
+// database). Neither decides anything: a key lost or an answer missed only
 // sends a request on to the database, which refuses it by its own rules.
 //
 // Expiry is measured on the injected clock: every value carries its

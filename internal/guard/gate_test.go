@@ -217,7 +217,7 @@ func TestHoldLimitExactUnderConcurrency(t *testing.T) {
 	mustAudit(t, servers[0])
 }
 
-// The hold limit counts a customer's car holds too: the car document's
+// The hold limit counts a customer's car holds too: the car-rental
 // customers who block many cars before Tet and never pay.
 func TestHoldLimitCoversCars(t *testing.T) {
 	t.Parallel()

@@ -36,7 +36,7 @@ type Config struct {
 	// stuck behind a lock gives up and answers 503 instead of waiting on.
 	Deadlines map[Lane]time.Duration
 	// SeatGateTTL is how long a seat's gate key keeps other requests out
-	// (15 s, the flight document's figure), never longer than HoldTTL.
+	// (15 s), never longer than HoldTTL.
 	SeatGateTTL time.Duration
 	// HoldTTL is how long a flight hold lasts (BERTH_FLIGHT_HOLD_TTL). A
 	// gate key is set before its hold and lives at most this long, so it

@@ -23,7 +23,7 @@ import (
 const maxLocalKeys = 100_000
 
 // HoldLimiter limits how many holds a customer may make per window
-// (BERTH_HOLD_LIMIT, the car document's 3 per 15 minutes).
+// (BERTH_HOLD_LIMIT, 3 per 15 minutes by default).
 //
 // It counts successful holds, not attempts: in a flash sale most attempts
 // lose (seat taken, sold out), and counting them would lock out exactly the

@@ -25,7 +25,7 @@ import (
 	"berth.dev/berth/internal/pg"
 )
 
-// The waiting room (API.md "Surge: waiting room"): while a flight's room is
+// The waiting room (docs/api.md "Surge: waiting room"): while a flight's room is
 // on, a hold needs an admission token. A caller without one gets a queue
 // ticket; tickets are numbered by one counter per flight in Redis, and an
 // admission frontier advances admitPerSecond per second, so callers are

@@ -16,7 +16,7 @@ import (
 	"berth.dev/berth/internal/rental"
 )
 
-// carRoutes adds the car rental routes (API.md, "Cars"; the car branch of
+// carRoutes adds the car rental routes (docs/api.md, "Cars"; the car branch of
 // POST /bookings is in createBooking).
 func (s *Server) carRoutes() {
 	s.handle("GET /cars", public, s.searchCars)
@@ -209,7 +209,7 @@ func (s *Server) createCarBooking(w http.ResponseWriter, r *http.Request, c book
 		return err
 	}
 	// The per-customer hold limit and the hold lane apply to cars too
-	// (the car document's §8.2: customers who block many cars).
+	// (customers who block many cars).
 	pass, err := s.Guard.BeforeHold(r.Context(), guard.Hold{Customer: c.ID})
 	if err != nil {
 		return err
@@ -219,7 +219,7 @@ func (s *Server) createCarBooking(w http.ResponseWriter, r *http.Request, c book
 }
 
 // checkCarIdempotencyKey requires the Idempotency-Key header of a car
-// booking (API.md). The Idempotency-Key wrapper around POST /bookings has
+// booking (docs/api.md). The Idempotency-Key wrapper around POST /bookings has
 // already refused a malformed key, and remembers and replays answers.
 func checkCarIdempotencyKey(r *http.Request) error {
 	if r.Header.Get("Idempotency-Key") == "" {

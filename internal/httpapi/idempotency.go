@@ -18,12 +18,12 @@ import (
 	"berth.dev/berth/internal/pg"
 )
 
-// Idempotency keys (API.md; the IETF Idempotency-Key draft and Stripe's
+// Idempotency keys (docs/api.md; the IETF Idempotency-Key draft and Stripe's
 // practice). A POST that carries the header runs once per caller and key:
 // its first final answer is stored and replayed to every repeat of the same
 // request for 24 hours. The database decides who runs a key: the first
 // INSERT of (caller, key) wins, a concurrent one waits on the unique index
-// for it to commit and then answers 409 idempotency_key_in_use (DESIGN.md
+// for it to commit and then answers 409 idempotency_key_in_use (docs/invariants.md
 // race 3), never a 500.
 const (
 	idempotencyHeader = "Idempotency-Key"

@@ -1,4 +1,4 @@
-// Package httpapi serves berth's public HTTP API (API.md): routing,
+// Package httpapi serves berth's public HTTP API (docs/api.md): routing,
 // authentication, strict decoding, problem+json errors and metrics. Handlers
 // are thin: they decode, call a domain package and encode.
 package httpapi

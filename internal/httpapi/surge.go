@@ -16,7 +16,7 @@ import (
 )
 
 // The surge routes and the hooks that put the guard's layers around the
-// handlers (DESIGN.md "Surge", API.md "Surge: waiting room").
+// handlers (docs/surge.md, docs/api.md "Surge: waiting room").
 
 func (s *Server) surgeRoutes() {
 	s.handle("PATCH /admin/flights/{id}", roles(auth.Admin), s.patchFlight)

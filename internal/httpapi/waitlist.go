@@ -44,7 +44,7 @@ func (s *Server) assignSeats(w http.ResponseWriter, r *http.Request, c booking.C
 	return nil
 }
 
-// waitView is a waitlist entry as API.md shows it.
+// waitView is a waitlist entry as docs/api.md shows it.
 type waitView struct {
 	WaitlistID int64     `json:"waitlistId"`
 	FlightID   int64     `json:"flightId"`

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// DefaultTopic is the Kafka topic of booking events (API.md).
+// DefaultTopic is the Kafka topic of booking events (docs/api.md).
 const DefaultTopic = "booking-events"
 
 // Kafka publishes events to a Kafka topic: key = booking id, so that one

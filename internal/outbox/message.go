@@ -21,7 +21,7 @@ type Message struct {
 const Source = "/berth/bookings"
 
 // CloudEvent is the CloudEvents 1.0 structured JSON envelope of an event
-// (API.md, "Events"): what goes to Kafka as the record value.
+// (docs/api.md, "Events"): what goes to Kafka as the record value.
 type CloudEvent struct {
 	SpecVersion     string          `json:"specversion"`
 	ID              string          `json:"id"`

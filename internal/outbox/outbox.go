@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Event types (API.md, "Events").
+// Event types (docs/api.md, "Events").
 const (
 	BookingHeld      = "booking.held"
 	BookingConfirmed = "booking.confirmed"

@@ -37,7 +37,7 @@ type ClientOptions struct {
 	Registry prometheus.Registerer
 }
 
-// Client is the Gateway at a base URL, speaking API.md's gateway protocol.
+// Client is the Gateway at a base URL, speaking docs/api.md's gateway protocol.
 // Every call carries its idempotency key on every attempt, so a retry after
 // a timeout never charges or refunds twice. Attempts that fail for the
 // gateway's reasons (network errors, timeouts, 5xx, 429) are retried with

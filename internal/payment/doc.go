@@ -15,7 +15,7 @@
 // gateway to refund with an idempotency key derived from the event, and the
 // refund.succeeded webhook completes it.
 //
-// The gateway is an interface; Client speaks the HTTP protocol of API.md
+// The gateway is an interface; Client speaks the HTTP protocol of docs/api.md
 // with timeouts, retries under one idempotency key and a circuit breaker,
 // and paysim is a simulator that speaks it too.
 package payment

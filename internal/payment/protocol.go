@@ -41,7 +41,7 @@ type Gateway interface {
 	Refund(ctx context.Context, key string, r RefundRequest) (RefundResult, error)
 }
 
-// Webhook event types (API.md, "Payment gateway webhook").
+// Webhook event types (docs/api.md, "Payment gateway webhook").
 const (
 	ChargeSucceeded = "charge.succeeded"
 	ChargeFailed    = "charge.failed"

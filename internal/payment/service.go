@@ -85,7 +85,7 @@ func (s *Service) SetBaseURL(u string) {
 // WebhookURL is the URL the gateway posts webhooks to.
 func (s *Service) WebhookURL() string { return *s.baseURL.Load() + "/payments/webhook" }
 
-// Charge is a charge berth asked the gateway for (API.md's payment).
+// Charge is a charge berth asked the gateway for (docs/api.md's payment).
 type Charge struct {
 	ID            int64  `json:"paymentId"`
 	Status        string `json:"status"`
@@ -128,7 +128,7 @@ func (s *Service) StartCharge(ctx context.Context, caller booking.Caller, id int
 			return fault.New(fault.InvalidState, "a %s booking cannot be paid", status)
 		}
 		// The amount is the booking's, computed by the server when it was
-		// held, never the client's (DESIGN.md race 4).
+		// held, never the client's (docs/invariants.md race 4).
 		err = tx.QueryRow(ctx, `INSERT INTO charge (booking_id, amount, currency, created_at)
 			SELECT id, amount, currency, $2 FROM booking WHERE id = $1
 			ON CONFLICT (booking_id) DO UPDATE SET booking_id = EXCLUDED.booking_id

@@ -27,7 +27,7 @@ const (
 	ReasonUnknownBooking   = "unknown_booking"   // no such booking
 	ReasonAlreadyConfirmed = "already_confirmed" // another charge confirmed it
 	ReasonNotHeld          = "not_held"          // cancelled, or otherwise not payable
-	ReasonSeatGone         = "seat_gone"         // part of the hold was reclaimed (DESIGN.md race 1)
+	ReasonSeatGone         = "seat_gone"         // part of the hold was reclaimed (docs/invariants.md race 1)
 	ReasonNotOurCharge     = "not_our_charge"    // not the charge berth started for that booking
 )
 
@@ -55,7 +55,7 @@ type RefundCompleted struct {
 
 // HandleWebhook verifies and processes one webhook delivery. It returns nil
 // for every validly signed delivery, duplicates and unknown event types
-// included (API.md: the gateway retries anything else), and
+// included (docs/api.md: the gateway retries anything else), and
 // fault.Unauthenticated for a bad signature or timestamp. A signed body it
 // cannot read or act on is logged as an error and counted for operators to
 // take up with the gateway: asking the gateway to send it again would not
@@ -269,7 +269,7 @@ func requestRefund(ctx context.Context, tx pgx.Tx, r RefundRequested, now time.T
 	return outbox.Write(ctx, tx, outbox.Event{BookingID: r.BookingID, Type: outbox.RefundRequested, Data: r, Time: now})
 }
 
-// chargeFailed releases the booking at once (the flight document's rule).
+// chargeFailed releases the booking at once, so its seats go back on sale.
 // A failure of a transaction that is not the booking's charge (or of a
 // booking that never started one), or of one whose money was already
 // recorded, changes nothing.

@@ -13,7 +13,7 @@ import (
 	"berth.dev/berth/internal/payment/paytest"
 )
 
-// The race the flight document names: money arriving around the moment
+// The race everyone names: money arriving around the moment
 // the hold expires. Confirmed strictly before expiry; at and after it the
 // money is recorded and refunded, and the seats are never sold.
 func TestWebhookAroundHoldExpiry(t *testing.T) {
@@ -68,7 +68,7 @@ func TestWebhookAroundHoldExpiry(t *testing.T) {
 	mustAudit(t, s)
 }
 
-// The race the flight document misses: the hold expired, another customer
+// The race that is easy to miss: the hold expired, another customer
 // re-held the seat before the sweeper ran, then the first customer's money
 // arrives. It must be refunded, and the second customer keeps the seat.
 // With a clock that still thinks the hold is valid (a process whose clock

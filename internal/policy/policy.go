@@ -22,10 +22,10 @@ type Tier struct {
 type Rule []Tier
 
 // FlightDefault refunds everything up to 24 hours before departure, nothing
-// after (API.md).
+// after (docs/api.md).
 var FlightDefault = Rule{{Notice: 24 * time.Hour, Percent: 100}}
 
-// CarRental is the car document's rule: 100 % at least 72 hours before
+// CarRental is the car-rental rule: 100 % at least 72 hours before
 // pickup, 50 % at least 24 hours before, nothing later.
 var CarRental = Rule{{Notice: 72 * time.Hour, Percent: 100}, {Notice: 24 * time.Hour, Percent: 50}}
 

@@ -142,7 +142,7 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 // reads the calendar to decide it. Before inserting, the car's holds that
 // overlap the period and whose time is up are expired through life, in tx,
 // so that a stale hold never blocks the calendar until the sweeper comes
-// (DESIGN.md race 2).
+// (docs/invariants.md race 2).
 //
 // The car row is locked first. That lock is not what prevents double
 // booking (the constraint is); it queues the holds of one car, so that

@@ -13,7 +13,7 @@ import (
 	"berth.dev/berth/internal/pg/pgtest"
 )
 
-// The car document's race, harder: 100 customers release together, through
+// The car race, harder: 100 customers release together, through
 // two berth processes sharing one database, to book the same car for
 // periods that all overlap. Exactly one gets it, and every loser is told
 // 409 car_unavailable, never 503: 100 requests are not an overload. The
@@ -109,7 +109,7 @@ func TestPeriodsAreHalfOpenAndTurnaroundBlocks(t *testing.T) {
 	apptest.MustAudit(t, e.pool(), e.s.Clock.Now())
 }
 
-// DESIGN.md race 2: a hold whose time is up, not yet swept, does not block
+// docs/invariants.md race 2: a hold whose time is up, not yet swept, does not block
 // a new booking of the same period; the new hold expires it, with its
 // event, in its own transaction. A stale hold that is not in the way is
 // left to the sweeper.

@@ -41,7 +41,7 @@ type Cars struct {
 	Progress       io.Writer // progress lines go here; nil for none
 }
 
-// CarDefaults is the fleet of the car document: 20,000 cars across the big
+// CarDefaults is a large rental fleet: 20,000 cars across the big
 // cities of Vietnam, with about 200,000 bookings over the past 180 and next
 // 60 days.
 func CarDefaults(now time.Time) Cars {

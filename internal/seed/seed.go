@@ -34,7 +34,7 @@ type Flights struct {
 	BasePrice int64 // economy price of a one-hour flight, minor units
 }
 
-// Defaults is the schedule of the flight document: 7 days × 5,000 flights
+// Defaults is a large airline's schedule: 7 days × 5,000 flights
 // × 180 seats.
 func Defaults(start time.Time) Flights {
 	return Flights{Days: 7, PerDay: 5000, Seats: 180, Start: start, Seed: 1, Workers: 2,

@@ -1,5 +1,5 @@
 // Package paysim is a payment gateway simulator that speaks the gateway
-// protocol of API.md: POST /charges and POST /refunds with idempotency
+// protocol of docs/api.md: POST /charges and POST /refunds with idempotency
 // keys, signed webhooks back to the caller, and a checkout page a person
 // can click (pay or fail). It runs inside berth when no gateway is
 // configured, and stand-alone as `berth paysim`.
