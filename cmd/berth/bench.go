@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -93,7 +92,7 @@ func benchOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	o.DatabaseURL = getenv("BERTH_DATABASE_URL")
 	o.RedisURL = getenv("BERTH_REDIS_URL")
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := newFlags("bench")
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: berth bench [flags]

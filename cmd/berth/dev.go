@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -22,7 +21,7 @@ import (
 // (unless BERTH_DATABASE_URL is set), migrations, a small demo schedule,
 // and serve, printing the URL and ready-to-use tokens.
 func dev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs := newFlags("dev")
 	dir := fs.String("dir", ".berth", "project-local folder for the private database and secrets")
 	pgPort := fs.Int("pg-port", 0, "port of the private PostgreSQL (loopback only; default: one derived from --dir, so that each checkout has its own)")
 	addr := fs.String("http-addr", "127.0.0.1:8080", "listen address")

@@ -12,44 +12,70 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	_ "time/tzdata" // flight times render in airport time zones on any host
 )
 
-const usage = `berth — a reservation engine for seats and cars that never sells one twice.
+// commands lists every subcommand with one sentence of what it does: the
+// usage text and each command's -h are made from it.
+var commands = []struct{ name, what string }{
+	{"serve", "serve the HTTP API and run the background workers"},
+	{"worker", "run only the outbox relay and the event consumers"},
+	{"migrate", "apply the embedded database migrations and exit"},
+	{"seed", "load a realistic flight schedule (and cars) into the database"},
+	{"token", "print a bearer token for a role and subject"},
+	{"paysim", "run the payment gateway simulator (checkout page, signed webhooks)"},
+	{"dev", "run a local stack: private PostgreSQL, migrations, demo data, serve"},
+	{"audit", "check the invariants against a database; exit 1 on any violation"},
+	{"bench", "load-test berth in this process, bare and protected, side by side"},
+	{"version", "print the version and commit this binary was built from"},
+	{"probe", "ask a running berth's /healthz (or --url); exit 0 when it answers 2xx"},
+}
 
-Usage: berth <command> [flags]
+func usage() string {
+	var b strings.Builder
+	b.WriteString("berth — a reservation engine for seats and cars that never sells one twice.\n\n")
+	b.WriteString("Usage: berth <command> [flags]\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.what)
+	}
+	b.WriteString("\nSettings come from BERTH_* environment variables (see README.md); each\n")
+	b.WriteString("command's flags override them: berth <command> -h lists them.\n")
+	return b.String()
+}
 
-Commands:
-  serve     serve the HTTP API and run the background workers
-  worker    run only the outbox relay and the event consumers
-  migrate   apply the embedded database migrations and exit
-  seed      load a realistic flight schedule (and cars) into the database
-  token     print a bearer token for a role and subject
-  paysim    run the payment gateway simulator (checkout page, signed webhooks)
-  dev       run a local stack: private PostgreSQL, migrations, demo data, serve
-  audit     check the invariants against a database; exit 1 on any violation
-  bench     load-test berth in this process, bare and protected, side by side
-  version   print the version and commit this binary was built from
-  probe     ask a running berth's /healthz (or --url); exit 0 when it answers 2xx
-
-Settings come from BERTH_* environment variables (see README.md); each
-command's flags override them: berth <command> -h lists them.
-`
+// newFlags returns the flag set of command name, whose -h starts with what
+// the command does.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		for _, c := range commands {
+			if c.name == name {
+				fmt.Fprintf(fs.Output(), "berth %s: %s.\n\n", name, c.what)
+			}
+		}
+		fmt.Fprintf(fs.Output(), "Usage: berth %s [flags]\n\nFlags:\n", name)
+		fs.PrintDefaults()
+	}
+	return fs
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
+		var quiet exitError
+		if !errors.Is(err, flag.ErrHelp) && !errors.As(err, &quiet) {
 			fmt.Fprintln(os.Stderr, "berth:", err)
 		}
 		os.Exit(exitCode(err))
 	}
 }
 
-// exitError carries a process exit code other than 1.
+// exitError carries a process exit code other than 1, for a failure that
+// has already been explained.
 type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
@@ -60,14 +86,14 @@ func exitCode(err error) int {
 		return e.code
 	}
 	if errors.Is(err, flag.ErrHelp) {
-		return 2
+		return 0 // asked for help, and got it
 	}
 	return 1
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return exitError{2}
 	}
 	cmd, rest := args[0], args[1:]
@@ -95,10 +121,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "probe":
 		return probe(ctx, rest, getenv, stderr)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return nil
 	}
-	fmt.Fprint(stderr, usage)
+	fmt.Fprint(stderr, usage())
 	return fmt.Errorf("unknown command %q", cmd)
 }
 

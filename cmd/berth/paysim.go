@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -17,7 +16,7 @@ import (
 // paysimCmd runs the payment gateway simulator stand-alone: berth talks to
 // it with BERTH_GATEWAY_URL pointing at --addr.
 func paysimCmd(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("paysim", flag.ContinueOnError)
+	fs := newFlags("paysim")
 	addr := fs.String("addr", "127.0.0.1:8090", "listen address")
 	secret := new(string)
 	*secret = getenv("BERTH_WEBHOOK_SECRET")

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/clock"
@@ -16,7 +18,7 @@ import (
 func seedCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	now := clock.System{}.Now()
 	f := seed.Defaults(now.AddDate(0, 0, 1))
-	fs := flag.NewFlagSet("seed", flag.ContinueOnError)
+	fs := newFlags("seed")
 	url := databaseFlags(fs, getenv)
 	fs.IntVar(&f.Days, "days", f.Days, "days of schedule")
 	fs.IntVar(&f.PerDay, "flights", f.PerDay, "flights per day")
@@ -43,6 +45,9 @@ func seedCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer pool.Close()
+	if err := requireMigrated(ctx, pool); err != nil {
+		return err
+	}
 	f.Progress, c.Progress = stderr, stderr
 	if f.Days > 0 && f.PerDay > 0 {
 		flights, seats, err := seed.LoadFlights(ctx, pool, f)
@@ -54,8 +59,21 @@ func seedCmd(ctx context.Context, args []string, getenv func(string) string, std
 	return seedCars(ctx, pool, c, stdout)
 }
 
+// requireMigrated says what to do when the database has no schema yet,
+// instead of a missing table's error half-way through.
+func requireMigrated(ctx context.Context, pool *pgxpool.Pool) error {
+	var migrated bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('booking') IS NOT NULL`).Scan(&migrated); err != nil {
+		return err
+	}
+	if !migrated {
+		return errors.New("the database has no berth schema: run berth migrate first")
+	}
+	return nil
+}
+
 func auditCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	fs := newFlags("audit")
 	url := databaseFlags(fs, getenv)
 	interval := fs.Duration("sweep-interval", 30*time.Second, "the sweeper's period, for I7 (BERTH_SWEEP_INTERVAL)")
 	if v := getenv("BERTH_SWEEP_INTERVAL"); v != "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,15 +17,20 @@ import (
 )
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	return runApp(ctx, args, getenv, stderr, (*app.App).Run)
+	return runApp(ctx, "serve", args, getenv, stderr, (*app.App).Run)
 }
 
 // runApp is what serve and worker share: it loads the settings, wires the
 // app, listens on BERTH_HTTP_ADDR and runs run (App.Run or App.RunWorker)
 // on it until ctx ends.
-func runApp(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer,
+func runApp(ctx context.Context, name string, args []string, getenv func(string) string, stderr io.Writer,
 	run func(a *app.App, ctx context.Context, ln net.Listener) error) error {
-	cfg, err := config.Load(args, getenv)
+	fs := newFlags(name)
+	fs.SetOutput(stderr)
+	cfg, err := config.LoadFlags(fs, args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("settings: %w", err)
 	}
@@ -50,7 +56,7 @@ func databaseFlags(fs *flag.FlagSet, getenv func(string) string) *string {
 }
 
 func migrate(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs := newFlags("migrate")
 	url := databaseFlags(fs, getenv)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -75,7 +81,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 func token(args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs := newFlags("token")
 	role := fs.String("role", auth.Customer, "customer, host or admin")
 	sub := fs.Int64("sub", 0, "the caller's numeric id")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,7 +45,7 @@ func versionCmd(stdout io.Writer) error {
 // on a 2xx answer, 1 otherwise: the container health check of an image that
 // has no shell and no curl.
 func probe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+	fs := newFlags("probe")
 	fs.SetOutput(stderr)
 	addr := getenv("BERTH_HTTP_ADDR")
 	if addr == "" {

@@ -15,7 +15,7 @@ import (
 // BERTH_EVENTS_IN_SERVE=false). It takes serve's settings and serves
 // /metrics and /healthz on BERTH_HTTP_ADDR.
 func worker(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	return runApp(ctx, args, getenv, stderr, (*app.App).RunWorker)
+	return runApp(ctx, "worker", args, getenv, stderr, (*app.App).RunWorker)
 }
 
 type eventAudit struct{ retention, lag time.Duration }

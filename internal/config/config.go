@@ -154,11 +154,16 @@ func Defaults() Config {
 
 // Load returns the settings from getenv and args (flags of `berth serve`).
 func Load(args []string, getenv func(string) string) (Config, error) {
+	return LoadFlags(flag.NewFlagSet("serve", flag.ContinueOnError), args, getenv)
+}
+
+// LoadFlags is Load parsing args with fs, the flag set of the command
+// that takes serve's settings (its name and -h text are the caller's).
+func LoadFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
 	c := Defaults()
 	if err := c.fromEnv(getenv); err != nil {
 		return c, err
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	c.Flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
