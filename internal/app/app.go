@@ -164,11 +164,11 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, SearchTTL: 30 * time.Second, Queue: cfg.Protect})
 	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, cfg.SweepInterval, o.Registry)
 	if err := a.wirePayments(cfg, o); err != nil {
-		pool.Close()
+		a.Close() // the pool, and the replica and Redis surge opened
 		return nil, err
 	}
 	if err := a.wireEvents(o); err != nil {
-		pool.Close()
+		a.Close() // the pool, and the replica and Redis surge opened
 		return nil, err
 	}
 	waker.Set(a.Events.Wake)
