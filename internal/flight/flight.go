@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/cache"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
-	"berth.dev/berth/internal/guard"
 	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/policy"
 )
@@ -65,8 +65,8 @@ type Service struct {
 	// configured, else pool. They may be a few seconds stale anyway.
 	reads func() *pgxpool.Pool
 
-	seatMaps *guard.Cache[*SeatMap]
-	searches *guard.Cache[[]*Flight]
+	seatMaps *cache.Cache[*SeatMap]
+	searches *cache.Cache[[]*Flight]
 }
 
 // Config tunes a Service.
@@ -134,8 +134,8 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 		holdTTL:  cfg.HoldTTL,
 		offerTTL: cfg.OfferTTL,
 		buckets:  cfg.Buckets,
-		seatMaps: guard.NewCache[*SeatMap](cfg.SeatMapTTL, cfg.MaxCacheKey),
-		searches: guard.NewCache[[]*Flight](cfg.SearchTTL, cfg.MaxCacheKey),
+		seatMaps: cache.New[*SeatMap](cfg.SeatMapTTL, cfg.MaxCacheKey),
+		searches: cache.New[[]*Flight](cfg.SearchTTL, cfg.MaxCacheKey),
 	}
 	if cfg.Coalesce {
 		s.coalescer = newCoalescer(s, cfg.MaxBatch, cfg.Flushes, cfg.Linger, cfg.QueueWait, cfg.Registry)

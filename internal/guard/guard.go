@@ -1,3 +1,6 @@
+// Package guard holds the layers in front of the database that decide who
+// may ask it sooner, or who is turned away early: gates, limits, lanes and
+// the waiting room. None of them decides what is sold; PostgreSQL does.
 package guard
 
 import (

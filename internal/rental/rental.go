@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/cache"
 	"berth.dev/berth/internal/clock"
-	"berth.dev/berth/internal/guard"
 )
 
 // Service lists, finds and holds cars.
@@ -28,8 +28,8 @@ type Service struct {
 	holdTTL time.Duration
 	turns   *turns // nil: every hold goes straight to its transaction
 
-	searches *guard.Cache[*SearchResult]
-	cities   *guard.Cache[[]City]
+	searches *cache.Cache[*SearchResult]
+	cities   *cache.Cache[[]City]
 }
 
 // Config tunes a Service.
@@ -57,8 +57,8 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 		clock:    c,
 		life:     life,
 		holdTTL:  cfg.HoldTTL,
-		searches: guard.NewCache[*SearchResult](cfg.SearchTTL, cfg.MaxCacheKeys),
-		cities:   guard.NewCache[[]City](time.Minute, 1),
+		searches: cache.New[*SearchResult](cfg.SearchTTL, cfg.MaxCacheKeys),
+		cities:   cache.New[[]City](time.Minute, 1),
 	}
 	if cfg.Queue {
 		s.turns = newTurns()

@@ -1,7 +1,7 @@
-// Package guard holds the layers in front of the database that decide who
-// may ask it sooner, or who is turned away early: caches, gates, limits and
-// the waiting room. None of them decides what is sold; PostgreSQL does.
-package guard
+// Package cache is a small in-process read cache with single flight, for
+// answers that may be a little stale (searches, seat maps, city lists). It
+// never decides what is sold; PostgreSQL does.
+package cache
 
 import (
 	"context"
@@ -29,10 +29,10 @@ type entry[V any] struct {
 	expires time.Time
 }
 
-// NewCache returns a cache whose entries live ttl and which holds at most
+// New returns a cache whose entries live ttl and which holds at most
 // max keys (when full, expired entries go first, then arbitrary ones until
 // it is half full).
-func NewCache[V any](ttl time.Duration, max int) *Cache[V] {
+func New[V any](ttl time.Duration, max int) *Cache[V] {
 	return &Cache[V]{ttl: ttl, max: max, entries: make(map[string]entry[V])}
 }
 
