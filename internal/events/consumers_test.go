@@ -321,3 +321,34 @@ func TestPruneDeletesOnlyOldPublishedEventsAndRecords(t *testing.T) {
 		t.Error("two consumers with one name were accepted")
 	}
 }
+
+// The same event twice in one batch (a relay that published it again before
+// Kafka delivered the first copy) is handled once; the second copy is a
+// duplicate.
+func TestSameEventTwiceInOneBatchActsOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	f := e.createFlight(t)
+	id, err := e.hold(context.Background(), f, nil, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := e.eventsOf(t, id)
+	if len(evs) == 0 {
+		t.Fatal("the hold wrote no event")
+	}
+	reg := prometheus.NewRegistry()
+	d := e.dispatcher(reg)
+	rec := newRecorder("recorder")
+	batch := append(append([]events.Event{}, evs...), evs...)
+	if err := d.DeliverAll(context.Background(), []events.Consumer{rec}, batch); err != nil {
+		t.Fatal(err)
+	}
+	rec.check(t)
+	if n := metric(t, reg, "berth_consumer_duplicates_total", "recorder"); n != float64(len(evs)) {
+		t.Errorf("%g duplicates counted, want %d (each event's second copy)", n, len(evs))
+	}
+	if n := metric(t, reg, "berth_consumer_processed_total", "recorder"); n != float64(len(evs)) {
+		t.Errorf("%g events processed, want %d", n, len(evs))
+	}
+}

@@ -287,6 +287,10 @@ func (d *Dispatcher) deliverIn(ctx context.Context, tx pgx.Tx, c Consumer, wante
 		case !claimed[e.ID]:
 			counts[duplicate] = append(counts[duplicate], e)
 		default:
+			// A claim covers one copy: the same event twice in one batch
+			// (a relay that published it again before Kafka delivered the
+			// first copy) is handled once, its second copy a duplicate.
+			delete(claimed, e.ID)
 			if err := handle(ctx, c, tx, e); err != nil {
 				d.failed(c, e, err)
 				return counts, err
