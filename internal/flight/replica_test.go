@@ -68,8 +68,9 @@ func TestReadReplica(t *testing.T) {
 				return x.Status
 			}
 		}
-		t.Fatalf("no seat %s in the seat map", no)
-		return ""
+		// A replica that has not replayed the flight's seats yet shows
+		// none; the callers wait for, or compare with, a real status.
+		return "MISSING"
 	}
 	readyz := func() (int, string) {
 		r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/readyz"})

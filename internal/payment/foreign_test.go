@@ -3,6 +3,7 @@ package payment_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/payment"
@@ -88,6 +89,47 @@ func TestWebhookBeforeTheChargeIDIsStored(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT count(*) FROM charge WHERE booking_id = $1 AND provider_txn_id = $2`, id, d.ProviderTxnID); n != 1 {
 		t.Errorf("the charge did not take the webhook's transaction id")
+	}
+	mustAudit(t, s)
+}
+
+// A webhook that arrives while the payment start is storing that same
+// transaction id (its row lock held, not yet committed) waits for it and
+// confirms: it must not judge the charge by what it saw before the store
+// committed and refund genuine money.
+func TestWebhookDuringTheChargeIDStore(t *testing.T) {
+	t.Parallel()
+	s, pool, flightID := startFlight(t)
+	id := hold(t, s, 7, flightID, "10A")
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, `INSERT INTO charge (booking_id, amount, currency, created_at)
+		SELECT id, amount, currency, now() FROM booking WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	d := paytest.Foreign(t, pool, id)
+	store, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = store.Rollback(ctx) }()
+	if _, err := store.Exec(ctx, `UPDATE charge SET provider_txn_id = $2 WHERE booking_id = $1`, id, d.ProviderTxnID); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan int, 1)
+	go func() { answered <- paytest.Send(t, s.URL, s.Clock.Now(), payment.ChargeSucceeded, d).Status }()
+	// The webhook is now waiting for the store's row lock (or about to).
+	time.Sleep(300 * time.Millisecond)
+	if err := store.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := <-answered; st != http.StatusOK {
+		t.Fatalf("webhook: %d, want 200", st)
+	}
+	if b := getBooking(t, pool, id); b.Status != "CONFIRMED" {
+		t.Errorf("booking %s, want CONFIRMED by its own charge", b.Status)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM payment WHERE outcome = 'refund'`); n != 0 {
+		t.Errorf("%d payments refunded, want none", n)
 	}
 	mustAudit(t, s)
 }

@@ -211,19 +211,22 @@ func (s *Service) refundPayment(ctx context.Context, tx pgx.Tx, id int64, d Webh
 // another charge's: the gateway made that charge for berth, with berth's
 // idempotency key, for this booking.
 func ownCharge(ctx context.Context, tx pgx.Tx, d WebhookData) (bool, error) {
-	var ours bool
-	err := tx.QueryRow(ctx, `WITH claimed AS (
-			UPDATE charge SET provider_txn_id = $2
-			WHERE booking_id = $1 AND provider_txn_id IS NULL
-				AND NOT EXISTS (SELECT 1 FROM charge WHERE provider_txn_id = $2)
-			RETURNING 1)
-		SELECT EXISTS (SELECT 1 FROM claimed)
-			OR EXISTS (SELECT 1 FROM charge WHERE booking_id = $1 AND provider_txn_id = $2)`,
-		d.BookingID, d.ProviderTxnID).Scan(&ours)
+	// One UPDATE, not a read: when the payment start is storing the same
+	// transaction id at this moment, the UPDATE waits for its row lock and
+	// re-checks the row as committed, where a read in this statement's
+	// snapshot would still see no transaction id and refuse genuine money.
+	var one int
+	err := tx.QueryRow(ctx, `UPDATE charge SET provider_txn_id = $2
+		WHERE booking_id = $1 AND (provider_txn_id IS NULL OR provider_txn_id = $2)
+			AND NOT EXISTS (SELECT 1 FROM charge o WHERE o.provider_txn_id = $2 AND o.id <> charge.id)
+		RETURNING 1`, d.BookingID, d.ProviderTxnID).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("find the charge of booking %d: %w", d.BookingID, err)
 	}
-	return ours, nil
+	return true, nil
 }
 
 // refundReason says why money for d could not confirm its booking.
