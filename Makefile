@@ -11,9 +11,12 @@ run:
 
 ## test: the whole test suite with -race, against real PostgreSQL and Redis; the
 ## browser tests (web/) run after the rest: Chromium's load would starve the
-## timing-sensitive tests of the surge layers if they ran side by side
+## timing-sensitive tests of the surge layers if they ran side by side. One
+## package at a time (-p 1): each runs its own tests in parallel already, and
+## two packages' multi-process tests together outgrew a stock PostgreSQL's
+## 100 connections
 test:
-	./scripts/testenv.sh sh -c '$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v "/web$$") && \
+	./scripts/testenv.sh sh -c '$(GO) test -race -count=1 -p 1 -timeout 20m $$($(GO) list ./... | grep -v "/web$$") && \
 		$(GO) test -race -count=1 -timeout 10m ./web/'
 
 ## faults: the fault suite (internal/faults): two berth processes on a throw-away PostgreSQL and
