@@ -14,17 +14,7 @@ import (
 
 func i3(t *testing.T, pool *pgxpool.Pool, now time.Time) audit.Result {
 	t.Helper()
-	results, err := audit.Run(context.Background(), pool, audit.Options{Now: now, SweepInterval: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range results {
-		if r.ID == "I3" {
-			return r
-		}
-	}
-	t.Fatal("no I3 in the audit")
-	return audit.Result{}
+	return result(t, pool, now, "I3")
 }
 
 // I3 finds overlapping live car bookings, turnaround included, on its own:
@@ -32,14 +22,8 @@ func i3(t *testing.T, pool *pgxpool.Pool, now time.Time) audit.Result {
 func TestI3FindsOverlapsIncludingTurnaround(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	ctx := context.Background()
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exec := execer(t, pool)
 	exec(`ALTER TABLE booking DROP CONSTRAINT booking_car_no_overlap`)
 	exec(`INSERT INTO car (host_id, plate, model, city, daily_price, deposit, currency, turnaround, created_at)
 		VALUES (9, '30A-000.01', 'Kia Morning', 'HN', 100, 100, 'VND', interval '2 hours', $1)`, now)
@@ -98,14 +82,8 @@ func result(t *testing.T, pool *pgxpool.Pool, now time.Time, id string) audit.Re
 func TestI8FindsAWaitingEntryBesideFreeUnitsAndADeadOffer(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	ctx := context.Background()
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exec := execer(t, pool)
 	exec(`INSERT INTO flight (code, origin, destination, departure_at, arrival_at, departure_date)
 		VALUES ('VN1', 'SGN', 'HAN', $1::timestamptz, $2, $1::timestamptz::date)`, now.Add(48*time.Hour), now.Add(50*time.Hour))
 	exec(`WITH f AS (INSERT INTO fare_inventory (flight_id, fare_class, price, currency, capacity, refund_rule)
@@ -129,5 +107,16 @@ func TestI8FindsAWaitingEntryBesideFreeUnitsAndADeadOffer(t *testing.T) {
 	r = result(t, pool, now, "I8")
 	if r.OK || !strings.Contains(strings.Join(r.Violations, "\n"), "waitlist entry 2 is OFFERED with booking 1, which is EXPIRED") {
 		t.Errorf("I8 with an offer that expired but an entry still OFFERED: ok=%v %v", r.OK, r.Violations)
+	}
+}
+
+// execer returns a function that runs a statement on pool, failing t on
+// an error.
+func execer(t *testing.T, pool *pgxpool.Pool) func(sql string, args ...any) {
+	return func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -150,14 +150,7 @@ func testOverlappingGroups(t *testing.T, o apptest.Options) {
 			t.Fatalf("round %d: %d groups won, want exactly 1 (they all share 12B)", round, winners)
 		}
 		// Every held seat belongs to the one winning booking: no partial hold.
-		var heldSeats, owners int
-		if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT booking_id) FROM seat WHERE flight_id = $1 AND status = 'HELD'`,
-			flightID).Scan(&heldSeats, &owners); err != nil {
-			t.Fatal(err)
-		}
-		if heldSeats != 2 || owners != 1 {
-			t.Fatalf("round %d: %d seats held by %d bookings, want 2 by 1", round, heldSeats, owners)
-		}
+		twoSeatsHeldByOneBooking(t, pool, flightID, round)
 		for _, r := range rs {
 			if r.Status == http.StatusCreated {
 				id := int64(r.Map(t)["bookingId"].(float64))
@@ -252,5 +245,19 @@ func TestGroupHoldIsAllOrNothing(t *testing.T) {
 	}
 	if c := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); c != (counters{held: 1}) {
 		t.Errorf("counters = %+v, want held 1", c)
+	}
+}
+
+// twoSeatsHeldByOneBooking fails t unless exactly two seats of the flight
+// are held, both by one booking: the winning group, and no partial hold.
+func twoSeatsHeldByOneBooking(t *testing.T, pool *pgxpool.Pool, flightID int64, round int) {
+	t.Helper()
+	var heldSeats, owners int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT booking_id) FROM seat WHERE flight_id = $1 AND status = 'HELD'`,
+		flightID).Scan(&heldSeats, &owners); err != nil {
+		t.Fatal(err)
+	}
+	if heldSeats != 2 || owners != 1 {
+		t.Fatalf("round %d: %d seats held by %d bookings, want 2 by 1", round, heldSeats, owners)
 	}
 }
