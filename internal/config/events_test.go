@@ -12,7 +12,7 @@ func TestEventSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Events != defaultEvents() || c.Events.KafkaTopic != "booking-events" || !c.Events.InServe {
+	if c.Events != Defaults().Events || c.Events.KafkaTopic != "booking-events" || !c.Events.InServe {
 		t.Errorf("defaults: %+v", c.Events)
 	}
 	m := with("BERTH_KAFKA_TOPIC", "bookings-v2")
