@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/seed"
 )
@@ -19,7 +20,6 @@ func seedCmd(ctx context.Context, args []string, getenv func(string) string, std
 	now := clock.System{}.Now()
 	f := seed.Defaults(now.AddDate(0, 0, 1))
 	fs := newFlags("seed")
-	url := databaseFlags(fs, getenv)
 	fs.IntVar(&f.Days, "days", f.Days, "days of schedule")
 	fs.IntVar(&f.PerDay, "flights", f.PerDay, "flights per day")
 	fs.IntVar(&f.Seats, "seats", f.Seats, "seats per flight (a multiple of 6)")
@@ -28,19 +28,16 @@ func seedCmd(ctx context.Context, args []string, getenv func(string) string, std
 	fs.IntVar(&f.Workers, "workers", f.Workers, "parallel COPY streams")
 	c := seed.CarDefaults(now)
 	carFlags(fs, &c)
-	events := eventAuditFlags(fs, getenv)
-	if err := fs.Parse(args); err != nil {
+	// The history's events reach back as far as serve keeps them.
+	cfg, err := config.LoadSome(fs, args, getenv, "BERTH_DATABASE_URL", "BERTH_EVENT_RETENTION")
+	if err != nil {
 		return err
 	}
-	c.Seed, c.Workers, c.EventRetention = f.Seed, f.Workers, events.retention
-	if *url == "" {
-		return fmt.Errorf("BERTH_DATABASE_URL: is required")
-	}
-	var err error
+	c.Seed, c.Workers, c.EventRetention = f.Seed, f.Workers, cfg.Events.Retention
 	if f.Start, err = time.Parse(time.DateOnly, *start); err != nil {
 		return fmt.Errorf("--start: %q is not a date like 2026-12-20", *start)
 	}
-	pool, err := pg.Open(ctx, *url, pg.PoolConfig{MaxConns: int32(f.Workers + 2), AppName: "berth-seed"})
+	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.PoolConfig{MaxConns: int32(f.Workers + 2), AppName: "berth-seed"})
 	if err != nil {
 		return err
 	}
@@ -74,30 +71,20 @@ func requireMigrated(ctx context.Context, pool *pgxpool.Pool) error {
 
 func auditCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := newFlags("audit")
-	url := databaseFlags(fs, getenv)
-	interval := fs.Duration("sweep-interval", 30*time.Second, "the sweeper's period, for I7 (BERTH_SWEEP_INTERVAL)")
-	if v := getenv("BERTH_SWEEP_INTERVAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("BERTH_SWEEP_INTERVAL: %q is not a duration", v)
-		}
-		*interval = d
-	}
-	events := eventAuditFlags(fs, getenv)
-	if err := fs.Parse(args); err != nil {
+	// I7 needs the sweeper's period and I6 the event retention: serve's.
+	lag := fs.Duration("consumer-lag", 5*time.Minute, "how long the tickets consumer may lag behind a change, for I6")
+	cfg, err := config.LoadSome(fs, args, getenv, "BERTH_DATABASE_URL", "BERTH_SWEEP_INTERVAL", "BERTH_EVENT_RETENTION")
+	if err != nil {
 		return err
 	}
-	if *url == "" {
-		return fmt.Errorf("BERTH_DATABASE_URL: is required")
-	}
-	pool, err := pg.Open(ctx, *url, pg.PoolConfig{MaxConns: 2, AppName: "berth-audit"})
+	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.PoolConfig{MaxConns: 2, AppName: "berth-audit"})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	now := clock.System{}.Now()
-	results, err := audit.Run(ctx, pool, audit.Options{Now: now, SweepInterval: *interval,
-		EventRetention: events.retention, ConsumerLag: events.lag})
+	results, err := audit.Run(ctx, pool, audit.Options{Now: now, SweepInterval: cfg.SweepInterval,
+		EventRetention: cfg.Events.Retention, ConsumerLag: *lag})
 	if err != nil {
 		return err
 	}

@@ -47,24 +47,13 @@ func runApp(ctx context.Context, name string, args []string, getenv func(string)
 	return run(a, ctx, ln)
 }
 
-// databaseFlags reads the database URL for the commands that need nothing
-// else: BERTH_DATABASE_URL, overridden by --database-url.
-func databaseFlags(fs *flag.FlagSet, getenv func(string) string) *string {
-	url := getenv("BERTH_DATABASE_URL")
-	config.URLVar(fs, &url, "database-url", "PostgreSQL URL (BERTH_DATABASE_URL)")
-	return &url
-}
-
 func migrate(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := newFlags("migrate")
-	url := databaseFlags(fs, getenv)
-	if err := fs.Parse(args); err != nil {
+	c, err := config.LoadSome(fs, args, getenv, "BERTH_DATABASE_URL")
+	if err != nil {
 		return err
 	}
-	if *url == "" {
-		return fmt.Errorf("BERTH_DATABASE_URL: is required")
-	}
-	pool, err := pg.Open(ctx, *url, pg.PoolConfig{MaxConns: 2, AppName: "berth-migrate"})
+	pool, err := pg.Open(ctx, c.DatabaseURL, pg.PoolConfig{MaxConns: 2, AppName: "berth-migrate"})
 	if err != nil {
 		return err
 	}
