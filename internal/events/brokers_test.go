@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"berth.dev/berth/internal/events"
-	"berth.dev/berth/internal/outbox"
 )
 
 // TestKafkaOneOfThreeBrokersStops runs two relays and the consumers
@@ -30,7 +29,7 @@ import (
 func TestKafkaOneOfThreeBrokersStops(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
-	kc, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(8, outbox.DefaultTopic))
+	kc, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(8, topic))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -317,8 +318,16 @@ func TestPruneDeletesOnlyOldPublishedEventsAndRecords(t *testing.T) {
 	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&left); err != nil || left != 1 {
 		t.Errorf("%d unpublished left (%v), want 1", left, err)
 	}
-	if _, err := events.NewWorker(e.pool, events.Settings{}, []events.Consumer{events.Tickets{}, events.Tickets{}}, e.clock, e.log, prometheus.NewRegistry()); err == nil {
-		t.Error("two consumers with one name were accepted")
+	if _, err := events.NewWorker(e.pool, events.Settings{Retention: time.Hour}, []events.Consumer{events.Tickets{}, events.Tickets{}}, e.clock, e.log, prometheus.NewRegistry()); err == nil || !strings.Contains(err.Error(), "named") {
+		t.Errorf("two consumers with one name: %v, want refused", err)
+	}
+	// The retention and the topic have no defaults of their own here:
+	// berth's are its settings' (BERTH_EVENT_RETENTION, BERTH_KAFKA_TOPIC).
+	if _, err := events.NewWorker(e.pool, events.Settings{}, []events.Consumer{events.Tickets{}}, e.clock, e.log, prometheus.NewRegistry()); err == nil || !strings.Contains(err.Error(), "retention") {
+		t.Errorf("no retention: %v, want refused", err)
+	}
+	if _, err := events.NewWorker(e.pool, events.Settings{Retention: time.Hour, KafkaBrokers: []string{"127.0.0.1:1"}}, []events.Consumer{events.Tickets{}}, e.clock, e.log, prometheus.NewRegistry()); err == nil || !strings.Contains(err.Error(), "topic") {
+		t.Errorf("brokers without a topic: %v, want refused", err)
 	}
 }
 

@@ -18,6 +18,9 @@ import (
 	"berth.dev/berth/internal/outbox"
 )
 
+// topic is the Kafka topic of these tests.
+const topic = "booking-events"
+
 // cluster is an in-process Kafka (kfake speaks the real protocol) whose
 // brokers can be taken down for producers and brought back.
 type cluster struct {
@@ -27,7 +30,7 @@ type cluster struct {
 
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(8, outbox.DefaultTopic))
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(8, topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +70,7 @@ func (e *env) runKafka(t testing.TB, c *cluster, d *events.Dispatcher, relays in
 	var wg sync.WaitGroup
 	var producers []*outbox.Kafka
 	for range relays {
-		k, err := outbox.NewKafka(c.ListenAddrs(), outbox.DefaultTopic, 3*time.Second, fastGroup...)
+		k, err := outbox.NewKafka(c.ListenAddrs(), topic, 3*time.Second, fastGroup...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +95,7 @@ func (e *env) runKafka(t testing.TB, c *cluster, d *events.Dispatcher, relays in
 		wg.Go(func() { r.Run(ctx) })
 	}
 	for _, cons := range consumers {
-		runner := &events.KafkaRunner{Brokers: c.ListenAddrs(), Topic: outbox.DefaultTopic, Group: "berth-" + cons.Name(),
+		runner := &events.KafkaRunner{Brokers: c.ListenAddrs(), Topic: topic, Group: "berth-" + cons.Name(),
 			Consumer: cons, D: d, Extra: fastGroup}
 		wg.Go(func() {
 			if err := runner.Run(ctx); err != nil {

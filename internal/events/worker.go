@@ -17,12 +17,13 @@ import (
 )
 
 // Settings configure a process's event machinery. Zero values take the
-// defaults.
+// defaults, but for KafkaTopic (with KafkaBrokers) and Retention, which
+// are required: their defaults are berth's settings' (internal/config).
 type Settings struct {
 	// KafkaBrokers selects Kafka; without them events go from the outbox to
 	// the consumers in-process.
 	KafkaBrokers []string
-	KafkaTopic   string // default booking-events
+	KafkaTopic   string
 	// KafkaGroupPrefix precedes each consumer's name to form its group.
 	KafkaGroupPrefix string // default "berth-"
 	// Relays is how many relays this process runs (several processes may
@@ -47,9 +48,6 @@ type Settings struct {
 }
 
 func (s *Settings) defaults() {
-	if s.KafkaTopic == "" {
-		s.KafkaTopic = outbox.DefaultTopic
-	}
 	if s.KafkaGroupPrefix == "" {
 		s.KafkaGroupPrefix = "berth-"
 	}
@@ -64,9 +62,6 @@ func (s *Settings) defaults() {
 	}
 	if s.RetryInterval <= 0 {
 		s.RetryInterval = time.Second
-	}
-	if s.Retention <= 0 {
-		s.Retention = 7 * 24 * time.Hour
 	}
 	if s.RetentionInterval <= 0 {
 		s.RetentionInterval = time.Hour
@@ -100,6 +95,9 @@ func NewWorker(pool *pgxpool.Pool, s Settings, consumers []Consumer, c clock.Clo
 			return nil, fmt.Errorf("two event consumers are named %q", cons.Name())
 		}
 		seen[cons.Name()] = true
+	}
+	if s.Retention <= 0 {
+		return nil, fmt.Errorf("events: retention %s: published events would be pruned at once", s.Retention)
 	}
 	w := &Worker{s: s, pool: pool, clock: c, log: log, om: outbox.NewMetrics(reg)}
 	w.D = &Dispatcher{DB: pool, Clock: c, Log: log, Metrics: NewMetrics(reg), Attempts: 3, Workers: s.Workers}

@@ -2,15 +2,13 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// DefaultTopic is the Kafka topic of booking events (docs/api.md).
-const DefaultTopic = "booking-events"
 
 // Kafka publishes events to a Kafka topic: key = booking id, so that one
 // booking's events share a partition and stay in order; value = the
@@ -32,7 +30,7 @@ type Kafka struct {
 // after berth's (tests shorten timeouts with them). Close it when done.
 func NewKafka(brokers []string, topic string, timeout time.Duration, extra ...kgo.Opt) (*Kafka, error) {
 	if topic == "" {
-		topic = DefaultTopic
+		return nil, errors.New("kafka producer: no topic") // BERTH_KAFKA_TOPIC has the default
 	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
