@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -8,7 +9,6 @@ import (
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
-	"berth.dev/berth/internal/guard"
 )
 
 // createBookingRequest is the body of POST /bookings, for any kind: the
@@ -45,19 +45,17 @@ func (s *Server) createBooking(w http.ResponseWriter, r *http.Request, c booking
 	if err := hr.Validate(); err != nil {
 		return err
 	}
-	pass, err := s.Guard.BeforeHold(r.Context(), holdIntent(r, c, hr))
-	if err != nil {
+	var b *booking.Booking
+	err := s.Guard.Hold(r.Context(), holdIntent(r, c, hr), func(ctx context.Context) (err error) {
+		b, err = s.Flights.Hold(ctx, hr)
 		return err
-	}
-	b, err := s.Flights.Hold(r.Context(), hr)
-	return s.answerHold(w, r, booking.KindFlight, pass, b, err)
+	})
+	return s.answerHold(w, booking.KindFlight, b, err)
 }
 
-// answerHold finishes a hold of kind made under pass, which learns how it
-// went, and answers 201 with the booking.
-func (s *Server) answerHold(w http.ResponseWriter, r *http.Request, kind booking.Kind, pass *guard.Pass, b *booking.Booking, err error) error {
-	err = guard.AsOverload(r.Context(), err)
-	pass.Done(r.Context(), err)
+// answerHold counts a hold of kind and answers 201 with the booking, or
+// returns the error to answer.
+func (s *Server) answerHold(w http.ResponseWriter, kind booking.Kind, b *booking.Booking, err error) error {
 	s.metrics.hold(string(kind), err)
 	if err != nil {
 		return err

@@ -196,12 +196,12 @@ func (s *Server) createCarBooking(w http.ResponseWriter, r *http.Request, c book
 	}
 	// The per-customer hold limit and the hold lane apply to cars too
 	// (customers who block many cars).
-	pass, err := s.Guard.BeforeHold(r.Context(), guard.Hold{Customer: c.ID})
-	if err != nil {
+	var b *booking.Booking
+	err = s.Guard.Hold(r.Context(), guard.Intent{Customer: c.ID}, func(ctx context.Context) (err error) {
+		b, err = s.Cars.Hold(ctx, hr)
 		return err
-	}
-	b, err := s.Cars.Hold(r.Context(), hr)
-	return s.answerHold(w, r, booking.KindCar, pass, b, err)
+	})
+	return s.answerHold(w, booking.KindCar, b, err)
 }
 
 // checkCarIdempotencyKey requires the Idempotency-Key header of a car

@@ -38,8 +38,8 @@ func remoteHost(r *http.Request) string {
 }
 
 // holdIntent describes a validated flight hold to the guard.
-func holdIntent(r *http.Request, c booking.Caller, hr flight.HoldRequest) guard.Hold {
-	return guard.Hold{Customer: c.ID, FlightID: hr.FlightID, FareClass: hr.FareClass, Seats: hr.Seats, Units: hr.Units(),
+func holdIntent(r *http.Request, c booking.Caller, hr flight.HoldRequest) guard.Intent {
+	return guard.Intent{Customer: c.ID, FlightID: hr.FlightID, FareClass: hr.FareClass, Seats: hr.Seats, Units: hr.Units(),
 		Token: r.Header.Get("Waiting-Room-Token")}
 }
 
