@@ -161,6 +161,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		booking.KindCar:    rental.Inventory{},
 	})
 	a.Life.PickupEarly = cfg.PickupEarly
+	a.Life.OnReleased = a.bookingReleased(o.Registry)
 	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, SearchTTL: 30 * time.Second, Queue: cfg.Protect})
 	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, cfg.SweepInterval, o.Registry)
 	if err := a.wirePayments(cfg, o); err != nil {

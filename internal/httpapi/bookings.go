@@ -132,7 +132,6 @@ func (s *Server) cancelBooking(w http.ResponseWriter, r *http.Request, c booking
 	if err != nil {
 		return err
 	}
-	s.released(r.Context(), b)
 	writeJSON(w, http.StatusOK, b.View())
 	return nil
 }

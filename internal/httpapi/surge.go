@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"net"
 	"net/http"
 	"strconv"
@@ -41,14 +40,6 @@ func remoteHost(r *http.Request) string {
 func holdIntent(r *http.Request, c booking.Caller, hr flight.HoldRequest) guard.Intent {
 	return guard.Intent{Customer: c.ID, FlightID: hr.FlightID, FareClass: hr.FareClass, Seats: hr.Seats, Units: hr.Units(),
 		Token: r.Header.Get("Waiting-Room-Token")}
-}
-
-// released tells the guard that a cancelled flight booking's seats are
-// free again.
-func (s *Server) released(ctx context.Context, b *booking.Booking) {
-	if b.Kind == booking.KindFlight && b.Status == booking.Cancelled {
-		s.Guard.Released(ctx, b.FlightID, b.FareClass, b.Seats)
-	}
 }
 
 type roomView struct {
