@@ -9,6 +9,7 @@ import (
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
+	"berth.dev/berth/internal/guard"
 )
 
 // createBookingRequest is the body of POST /bookings, for any kind: the
@@ -48,15 +49,20 @@ func (s *Server) createBooking(w http.ResponseWriter, r *http.Request, c booking
 	var b *booking.Booking
 	err := s.Guard.Hold(r.Context(), holdIntent(r, c, hr), func(ctx context.Context) (err error) {
 		b, err = s.Flights.Hold(ctx, hr)
-		return err
+		return s.heldInDatabase(ctx, booking.KindFlight, err)
 	})
-	return s.answerHold(w, booking.KindFlight, b, err)
+	return answerHold(w, b, err)
 }
 
-// answerHold counts a hold of kind and answers 201 with the booking, or
-// returns the error to answer.
-func (s *Server) answerHold(w http.ResponseWriter, kind booking.Kind, b *booking.Booking, err error) error {
-	s.metrics.hold(string(kind), err)
+// heldInDatabase counts a hold of kind that reached the database (not one
+// the surge layers turned away) and returns its error.
+func (s *Server) heldInDatabase(ctx context.Context, kind booking.Kind, err error) error {
+	s.metrics.hold(string(kind), guard.AsOverload(ctx, err))
+	return err
+}
+
+// answerHold answers 201 with the booking, or returns the error to answer.
+func answerHold(w http.ResponseWriter, b *booking.Booking, err error) error {
 	if err != nil {
 		return err
 	}

@@ -199,9 +199,9 @@ func (s *Server) createCarBooking(w http.ResponseWriter, r *http.Request, c book
 	var b *booking.Booking
 	err = s.Guard.Hold(r.Context(), guard.Intent{Customer: c.ID}, func(ctx context.Context) (err error) {
 		b, err = s.Cars.Hold(ctx, hr)
-		return err
+		return s.heldInDatabase(ctx, booking.KindCar, err)
 	})
-	return s.answerHold(w, booking.KindCar, b, err)
+	return answerHold(w, b, err)
 }
 
 // checkCarIdempotencyKey requires the Idempotency-Key header of a car
