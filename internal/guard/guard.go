@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/clock"
-	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/fault"
 )
 
@@ -25,11 +24,11 @@ type Config struct {
 	On bool
 	// HoldLimit and RequestLimit (BERTH_HOLD_LIMIT, BERTH_REQUEST_LIMIT);
 	// the zero Rate turns a limit off.
-	HoldLimit    config.Rate
-	RequestLimit config.Rate
+	HoldLimit    Rate
+	RequestLimit Rate
 	// AddressLimit is the per-address limit counted before authentication
 	// (BERTH_ADDRESS_LIMIT).
-	AddressLimit config.Rate
+	AddressLimit Rate
 	// ShedWait is the longest wait for a lane slot or a database
 	// connection before 503 overloaded (BERTH_SHED_WAIT).
 	ShedWait time.Duration
