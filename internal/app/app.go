@@ -161,6 +161,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 		booking.KindCar:    rental.Inventory{},
 	})
 	a.Life.PickupEarly = cfg.PickupEarly
+	a.Life.OnReleased = a.bookingReleased(o.Registry)
 	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, Queue: cfg.Protect})
 	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, cfg.SweepInterval, o.Registry)
 	if err := a.wirePayments(cfg, o); err != nil {
@@ -217,7 +218,7 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 		ready["redis"] = degraded(rdb.Ping)
 	}
 	a.Guard = guard.New(guard.Config{
-		On: cfg.Protect, HoldLimit: cfg.HoldLimit, RequestLimit: cfg.RequestLimit, AddressLimit: cfg.AddressLimit, ShedWait: cfg.ShedWait,
+		On: cfg.Protect, HoldLimit: guardRate(cfg.HoldLimit), RequestLimit: guardRate(cfg.RequestLimit), AddressLimit: guardRate(cfg.AddressLimit), ShedWait: cfg.ShedWait,
 		Lanes: guard.LanesFor(cfg.DBMaxConns), Secret: []byte(cfg.AuthSecret), Tracer: tracer,
 		HoldTTL: cfg.FlightHoldTTL, HoldConns: guard.HoldConnsFor(cfg.DBMaxConns),
 	}, rdb, a.Pool, o.Clock, o.Log, o.Registry)
@@ -228,6 +229,9 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 	}
 	return ready, nil
 }
+
+// guardRate maps a configured rate to the surge layers' own.
+func guardRate(r config.Rate) guard.Rate { return guard.Rate{N: r.N, Window: r.Window} }
 
 // degraded marks the failures of check as a dependency berth serves
 // without (httpapi.ErrDegraded): /readyz then stays 200.

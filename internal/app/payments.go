@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/payment/paysim"
@@ -39,11 +38,6 @@ func (a *App) wirePayments(cfg config.Config, o Options) error {
 	a.Payments = payment.NewService(payment.Options{
 		Pool: a.Pool, Clock: o.Clock, Lifecycle: a.Life, Gateway: gw, WebhookKey: key,
 		BaseURL: cfg.PublicURL, Log: o.Log, Registry: o.Registry,
-		OnRelease: func(ctx context.Context, b *booking.Booking) {
-			if b.Kind == booking.KindFlight {
-				a.Guard.Released(ctx, b.FlightID, b.FareClass, b.Seats)
-			}
-		},
 	})
 	a.Refunds = a.Payments.Refunds()
 	return nil

@@ -39,7 +39,24 @@ type Lifecycle struct {
 	// PickupEarly is how long before a rental's start its host may hand
 	// the car over (BERTH_PICKUP_EARLY).
 	PickupEarly time.Duration
+	// OnReleased, when set, is the one hook told after commit about every
+	// booking that gave back what it held: cancelled (Cancel, or a failed
+	// payment), expired (the sweeper's ExpireOne). The paths that commit
+	// here call it themselves; a caller that owns the transaction
+	// (FailPayment) calls Released after its commit.
+	OnReleased  BookingReleased
 	inventories map[Kind]Inventory
+}
+
+// BookingReleased is told that b, no longer live, gave back what it held;
+// the release has committed.
+type BookingReleased func(ctx context.Context, b *Booking)
+
+// Released tells the OnReleased hook, if any, that b's release committed.
+func (l *Lifecycle) Released(ctx context.Context, b *Booking) {
+	if l.OnReleased != nil && b != nil {
+		l.OnReleased(ctx, b)
+	}
 }
 
 // DefaultPickupEarly is PickupEarly unless configured.
@@ -189,7 +206,11 @@ func (l *Lifecycle) Cancel(ctx context.Context, db pg.Beginner, caller Caller, i
 		}
 		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	l.Released(ctx, out)
+	return out, nil
 }
 
 var errLostRace = errors.New("booking changed concurrently")
@@ -246,8 +267,9 @@ func (l *Lifecycle) release(ctx context.Context, tx pgx.Tx, b *Booking, was Stat
 // hands each a different booking, and the status condition lets exactly one
 // transaction move any booking.
 func (l *Lifecycle) ExpireOne(ctx context.Context, db pg.Beginner) (bool, error) {
-	found := false
+	var expired *Booking
 	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
+		expired = nil
 		now := l.Clock.Now()
 		b, err := Scan(tx.QueryRow(ctx, `UPDATE booking
 			SET status = 'EXPIRED', version = version + 1, updated_at = $1
@@ -256,16 +278,22 @@ func (l *Lifecycle) ExpireOne(ctx context.Context, db pg.Beginner) (bool, error)
 			  AND status = 'HELD'
 			RETURNING `+Columns, now))
 		if errors.Is(err, pgx.ErrNoRows) {
-			found = false
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("expire a hold: %w", err)
 		}
-		found = true
-		return l.expired(ctx, tx, b, now)
+		if err := l.expired(ctx, tx, b, now); err != nil {
+			return err
+		}
+		expired = b
+		return nil
 	})
-	return found, err
+	if err != nil {
+		return false, err
+	}
+	l.Released(ctx, expired)
+	return expired != nil, nil
 }
 
 // ExpireTx expires booking id within tx if it is still HELD and its hold
@@ -273,7 +301,8 @@ func (l *Lifecycle) ExpireOne(ctx context.Context, db pg.Beginner) (bool, error)
 // release of what it held, its event. It reports false, and changes
 // nothing, when the booking is not HELD or not yet due. A new hold uses it
 // to clear a stale hold in its way without waiting for the sweeper
-// (docs/invariants.md race 2).
+// (docs/invariants.md race 2). It does not call the OnReleased hook: only
+// car holds use it, which the hook's surge layers do not track.
 func (l *Lifecycle) ExpireTx(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (bool, error) {
 	b, err := Scan(tx.QueryRow(ctx, `UPDATE booking
 		SET status = 'EXPIRED', version = version + 1, updated_at = $2
@@ -355,6 +384,7 @@ func (l *Lifecycle) whyNotConfirmed(ctx context.Context, tx pgx.Tx, id, amount i
 // FailPayment releases a HELD booking at once because its charge failed, so
 // its seats go back on sale: it becomes CANCELLED with reason payment_failed.
 // It reports false, and changes nothing, when the booking is no longer HELD.
+// The caller calls Released with the booking once tx has committed.
 func (l *Lifecycle) FailPayment(ctx context.Context, tx pgx.Tx, id int64) (*Booking, bool, error) {
 	b := &Booking{ID: id, Status: Held}
 	nb, err := l.leave(ctx, tx, b, Cancelled, l.Clock.Now(), PaymentFailed, nil)

@@ -5,6 +5,7 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/clock"
-	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/fault"
 )
 
@@ -24,11 +24,11 @@ type Config struct {
 	On bool
 	// HoldLimit and RequestLimit (BERTH_HOLD_LIMIT, BERTH_REQUEST_LIMIT);
 	// the zero Rate turns a limit off.
-	HoldLimit    config.Rate
-	RequestLimit config.Rate
+	HoldLimit    Rate
+	RequestLimit Rate
 	// AddressLimit is the per-address limit counted before authentication
 	// (BERTH_ADDRESS_LIMIT).
-	AddressLimit config.Rate
+	AddressLimit Rate
 	// ShedWait is the longest wait for a lane slot or a database
 	// connection before 503 overloaded (BERTH_SHED_WAIT).
 	ShedWait time.Duration
@@ -204,7 +204,7 @@ func (g *Guard) Admit(ctx context.Context, ln Lane, client string) (context.Cont
 		}
 	}
 	leave := func() {}
-	// A hold takes its lane's slot in BeforeHold, after the cheap layers:
+	// A hold takes its lane's slot in Hold, after the cheap layers:
 	// a flood that the gate or the hint turns away must not queue for it.
 	// Money waits its turn for a slot and a connection, up to its deadline:
 	// it is never shed by a burst of anything else.
@@ -234,10 +234,10 @@ func (g *Guard) Admit(ctx context.Context, ln Lane, client string) (context.Cont
 	return ctx, leave, nil
 }
 
-// Hold describes a hold about to be asked of the database. A hold of
+// Intent describes a hold about to be asked of the database. A hold of
 // another kind (a car) leaves the flight fields zero: only the hold limit
 // and the hold lane apply to it.
-type Hold struct {
+type Intent struct {
 	Customer  int64
 	FlightID  int64
 	FareClass string
@@ -247,19 +247,48 @@ type Hold struct {
 	Token string
 }
 
-// Pass is a hold let through the layers; Done must be called with the
+// errHoldPanicked is the answer a hold that panicked gives the layers.
+var errHoldPanicked = errors.New("the hold panicked")
+
+// Hold asks the database for the hold in (the function hold) through the
+// layers, the way pgx.BeginFunc wraps a transaction: the layers in front
+// of it first (beforeHold), then hold with the context the request runs
+// with, then the layers learn how it went: a success keeps its place in
+// the hold limit and spends the admission; a refusal, an error or a panic
+// gives back the seat keys, the hold limit's reservation and the
+// admission. It returns hold's error, a deadline berth set itself turned
+// into 503 overloaded (AsOverload), or the layers' own refusal, in which
+// case hold never ran. Off, it only runs hold.
+func (g *Guard) Hold(ctx context.Context, in Intent, hold func(context.Context) error) error {
+	p, err := g.beforeHold(ctx, in)
+	if err != nil {
+		return err
+	}
+	finished := false
+	defer func() {
+		if !finished { // hold panicked: give back what beforeHold took, and panic on
+			p.done(ctx, errHoldPanicked)
+		}
+	}()
+	err = AsOverload(ctx, hold(ctx))
+	finished = true
+	p.done(ctx, err)
+	return err
+}
+
+// holdPass is a hold let through the layers; done must be called with the
 // database's answer.
-type Pass struct {
+type holdPass struct {
 	g     *Guard
-	h     Hold
+	h     Intent
 	gate  *gatePass
 	adm   *admission
 	limit *holdTicket // the hold reserved against the customer's limit
 	leave func()      // the hold lane's slot
 }
 
-// BeforeHold runs the layers in front of a hold, cheapest first, and
-// returns the Pass to finish with Done, or the error to answer:
+// beforeHold runs the layers in front of a hold, cheapest first, and
+// returns the pass to finish with done, or the error to answer:
 //
 //   - the waiting room: 429 waiting_room with ticket and position when the
 //     flight's room is on and the request has no valid admission token;
@@ -273,9 +302,9 @@ type Pass struct {
 //   - last, a slot of the hold lane: 503 overloaded when none frees within
 //     ShedWait.
 //
-// Off, it returns an empty Pass at once.
-func (g *Guard) BeforeHold(ctx context.Context, h Hold) (*Pass, error) {
-	p := &Pass{g: g, h: h}
+// Off, it returns an empty pass at once.
+func (g *Guard) beforeHold(ctx context.Context, h Intent) (*holdPass, error) {
+	p := &holdPass{g: g, h: h}
 	if !g.On() {
 		return p, nil
 	}
@@ -336,7 +365,7 @@ func (g *Guard) BeforeHold(ctx context.Context, h Hold) (*Pass, error) {
 }
 
 // enterLane takes a slot of the hold lane, waiting at most ShedWait.
-func (p *Pass) enterLane(ctx context.Context) error {
+func (p *holdPass) enterLane(ctx context.Context) error {
 	l, ok := p.g.lanes[LaneHold]
 	if !ok {
 		return nil
@@ -349,8 +378,8 @@ func (p *Pass) enterLane(ctx context.Context) error {
 	return nil
 }
 
-// undo gives back what BeforeHold took when the hold is not asked after all.
-func (p *Pass) undo(ctx context.Context) {
+// undo gives back what beforeHold took when the hold is not asked after all.
+func (p *holdPass) undo(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	p.g.Gate.release(ctx, p.gate)
@@ -358,11 +387,11 @@ func (p *Pass) undo(ctx context.Context) {
 	p.g.Room.done(ctx, p.adm, false)
 }
 
-// Done finishes a hold with the database's answer (nil when it was held):
+// done finishes a hold with the database's answer (nil when it was held):
 // a success keeps its place in the hold limit and spends the admission; a
 // refusal gives back the seat keys, the hold limit's reservation and the
 // admission, and a sold_out is remembered as the class's hint.
-func (p *Pass) Done(ctx context.Context, holdErr error) {
+func (p *holdPass) done(ctx context.Context, holdErr error) {
 	g := p.g
 	if !g.On() {
 		return

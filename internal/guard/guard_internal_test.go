@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/clock"
-	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/pg/pgtest"
 )
 
 func testRoom() *Room {
@@ -189,7 +189,7 @@ func TestLimitListener(t *testing.T) {
 }
 
 // A hold of another kind (a car) passes only the hold limit and the lane.
-func TestBeforeHoldOtherKind(t *testing.T) {
+func TestHoldOtherKind(t *testing.T) {
 	t.Parallel()
 	url := os.Getenv("BERTH_TEST_REDIS_URL")
 	if url == "" {
@@ -209,26 +209,78 @@ func TestBeforeHoldOtherKind(t *testing.T) {
 	if err := rdb.Ping(ctx); err != nil {
 		t.Fatalf("test Redis: %v", err)
 	}
-	g := New(Config{On: true, HoldLimit: config.Rate{N: 2, Window: time.Hour}, Lanes: LanesFor(4)},
+	g := New(Config{On: true, HoldLimit: Rate{N: 2, Window: time.Hour}, Lanes: LanesFor(4)},
 		rdb, nil, clock.NewFake(time.Unix(1_800_000_000, 0)), log, prometheus.NewRegistry())
+	taken := fault.New(fault.CarUnavailable, "taken")
 	hold := func(ok bool) error {
-		p, err := g.BeforeHold(ctx, Hold{Customer: 5})
-		if err != nil {
-			return err
-		}
-		if ok {
-			p.Done(ctx, nil)
-		} else {
-			p.Done(ctx, fault.New(fault.CarUnavailable, "taken"))
-		}
-		return nil
+		return g.Hold(ctx, Intent{Customer: 5}, func(context.Context) error {
+			if ok {
+				return nil
+			}
+			return taken
+		})
 	}
 	for i, ok := range []bool{false, true, false, true} {
-		if err := hold(ok); err != nil {
+		if err := hold(ok); err != nil && err != taken { //nolint:errorlint // the very same error
 			t.Fatalf("hold %d: %v", i+1, err)
 		}
 	}
 	if err := hold(true); fault.CodeOf(err) != fault.RateLimited {
 		t.Errorf("third successful hold: %v, want rate_limited", err)
+	}
+}
+
+// Hold gives back everything its layers took when the hold returns an
+// error or panics: the seat's gate key, the hold limit's reservation and
+// the hold lane's slot. Then a hold of the same seat by the same customer
+// passes, and only a real hold keeps them.
+func TestHoldGivesBackWhenTheHoldFailsOrPanics(t *testing.T) {
+	t.Parallel()
+	url := os.Getenv("BERTH_TEST_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	prefix := fmt.Sprintf("berthtest:%d:", time.Now().UnixNano())
+	log := slog.New(slog.DiscardHandler)
+	ctx := context.Background()
+	rdb, err := OpenRedis(ctx, url, RedisOptions{Prefix: prefix}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = rdb.Client.Del(ctx, "rate:"+prefix+"hold:7").Err()
+		_ = rdb.Close()
+	})
+	if err := rdb.Ping(ctx); err != nil {
+		t.Fatalf("test Redis: %v", err)
+	}
+	g := New(Config{On: true, HoldLimit: Rate{N: 1, Window: time.Hour}, Lanes: map[Lane]int{LaneHold: 1}},
+		rdb, pgtest.NewPool(t), clock.NewFake(time.Unix(1_800_000_000, 0)), log, prometheus.NewRegistry())
+	seat := func(customer int64, s string) Intent {
+		return Intent{Customer: customer, FlightID: 9, FareClass: "ECONOMY", Seats: []string{s}, Units: 1}
+	}
+
+	refused := fault.New(fault.SeatUnavailable, "the database says no")
+	if err := g.Hold(ctx, seat(7, "1A"), func(context.Context) error { return refused }); err != refused { //nolint:errorlint // the very same error
+		t.Fatalf("a refused hold: %v, want its own error", err)
+	}
+	panicked := func() (p any) {
+		defer func() { p = recover() }()
+		_ = g.Hold(ctx, seat(7, "1A"), func(context.Context) error { panic("handler bug") })
+		return nil
+	}()
+	if panicked != "handler bug" {
+		t.Fatalf("a panicking hold: recovered %v, want the panic to go on", panicked)
+	}
+	if err := g.Hold(ctx, seat(7, "1A"), func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("the same seat after a refusal and a panic: %v, want it held (gate key, hold limit and lane slot given back)", err)
+	}
+	// What a real hold took is kept: the seat's gate key and the customer's
+	// one hold of the window.
+	if err := g.Hold(ctx, seat(8, "1A"), func(context.Context) error { return nil }); fault.CodeOf(err) != fault.SeatUnavailable {
+		t.Errorf("the held seat for another customer: %v, want seat_unavailable from the gate", err)
+	}
+	if err := g.Hold(ctx, seat(7, "2A"), func(context.Context) error { return nil }); fault.CodeOf(err) != fault.RateLimited {
+		t.Errorf("a second hold of the customer: %v, want rate_limited", err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
-	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/fault"
 )
 
@@ -18,6 +17,15 @@ import (
 // go-redis/redis_rate), falling back to per-process limits
 // (golang.org/x/time/rate) while Redis is unreachable. Both count on the
 // real clock: Redis's own in the shared case.
+
+// Rate is a limit of N per Window; the zero Rate is no limit.
+type Rate struct {
+	N      int
+	Window time.Duration
+}
+
+// Off reports whether r sets no limit.
+func (r Rate) Off() bool { return r.N == 0 }
 
 // maxLocalKeys bounds the per-process limiters and leases kept in memory.
 const maxLocalKeys = 100_000
@@ -49,7 +57,7 @@ type holdTicket struct {
 	local *rate.Reservation // the per-process reservation
 }
 
-func newHoldLimiter(r *Redis, rl *redis_rate.Limiter, lim config.Rate, m *metrics) *HoldLimiter {
+func newHoldLimiter(r *Redis, rl *redis_rate.Limiter, lim Rate, m *metrics) *HoldLimiter {
 	if lim.Off() {
 		return nil
 	}
@@ -168,7 +176,7 @@ type lease struct {
 	expires time.Time
 }
 
-func newRequestLimiter(r *Redis, rl *redis_rate.Limiter, lim config.Rate, m *metrics) *RequestLimiter {
+func newRequestLimiter(r *Redis, rl *redis_rate.Limiter, lim Rate, m *metrics) *RequestLimiter {
 	if lim.Off() {
 		return nil
 	}
@@ -265,7 +273,7 @@ type localLimits struct {
 	m  map[string]*rate.Limiter
 }
 
-func newLocalLimits(lim config.Rate) *localLimits {
+func newLocalLimits(lim Rate) *localLimits {
 	return &localLimits{every: rate.Every(lim.Window / time.Duration(lim.N)), burst: lim.N, m: make(map[string]*rate.Limiter)}
 }
 

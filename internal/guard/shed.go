@@ -43,7 +43,10 @@ const (
 	// than being shed after ShedWait, and holds can never take the
 	// connections kept for them (AcquireTracer.ShareHolds).
 	LaneMoney Lane = "money"
-	LaneNone  Lane = "" // operations endpoints and Redis-only routes
+	// LaneRoom is the waiting room's polls: limited per client, but
+	// without a concurrency slot, since they only ask Redis.
+	LaneRoom Lane = "room"
+	LaneNone Lane = "" // probes, metrics and the gateway's webhook: never limited
 )
 
 // RetryAfterOverloaded is the Retry-After of a shed request.

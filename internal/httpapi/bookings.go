@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -45,20 +46,23 @@ func (s *Server) createBooking(w http.ResponseWriter, r *http.Request, c booking
 	if err := hr.Validate(); err != nil {
 		return err
 	}
-	pass, err := s.Guard.BeforeHold(r.Context(), holdIntent(r, c, hr))
-	if err != nil {
-		return err
-	}
-	b, err := s.Flights.Hold(r.Context(), hr)
-	return s.answerHold(w, r, booking.KindFlight, pass, b, err)
+	var b *booking.Booking
+	err := s.Guard.Hold(r.Context(), holdIntent(r, c, hr), func(ctx context.Context) (err error) {
+		b, err = s.Flights.Hold(ctx, hr)
+		return s.heldInDatabase(ctx, booking.KindFlight, err)
+	})
+	return answerHold(w, b, err)
 }
 
-// answerHold finishes a hold of kind made under pass, which learns how it
-// went, and answers 201 with the booking.
-func (s *Server) answerHold(w http.ResponseWriter, r *http.Request, kind booking.Kind, pass *guard.Pass, b *booking.Booking, err error) error {
-	err = guard.AsOverload(r.Context(), err)
-	pass.Done(r.Context(), err)
-	s.metrics.hold(string(kind), err)
+// heldInDatabase counts a hold of kind that reached the database (not one
+// the surge layers turned away) and returns its error.
+func (s *Server) heldInDatabase(ctx context.Context, kind booking.Kind, err error) error {
+	s.metrics.hold(string(kind), guard.AsOverload(ctx, err))
+	return err
+}
+
+// answerHold answers 201 with the booking, or returns the error to answer.
+func answerHold(w http.ResponseWriter, b *booking.Booking, err error) error {
 	if err != nil {
 		return err
 	}
@@ -134,7 +138,6 @@ func (s *Server) cancelBooking(w http.ResponseWriter, r *http.Request, c booking
 	if err != nil {
 		return err
 	}
-	s.released(r.Context(), b)
 	writeJSON(w, http.StatusOK, b.View())
 	return nil
 }

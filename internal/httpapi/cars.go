@@ -9,25 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guard"
 	"berth.dev/berth/internal/rental"
 )
-
-// carRoutes adds the car rental routes (docs/api.md, "Cars"; the car branch of
-// POST /bookings is in createBooking).
-func (s *Server) carRoutes() {
-	s.handle("GET /cars", public, s.searchCars)
-	s.handle("GET /cars/{id}", public, s.getCar)
-	s.handle("GET /cars/{id}/calendar", public, s.carCalendar)
-	s.handle("POST /host/cars", roles(auth.Host, auth.Admin), s.createCar)
-	// Only the car's host or an admin hands cars over; a customer is
-	// refused by role before anything is looked up.
-	s.handle("POST /bookings/{id}/pickup", roles(auth.Host, auth.Admin), s.moveCarBooking(booking.Confirmed, booking.OnTrip))
-	s.handle("POST /bookings/{id}/return", roles(auth.Host, auth.Admin), s.moveCarBooking(booking.OnTrip, booking.Completed))
-}
 
 type carView struct {
 	ID         int64  `json:"id"`
@@ -210,12 +196,12 @@ func (s *Server) createCarBooking(w http.ResponseWriter, r *http.Request, c book
 	}
 	// The per-customer hold limit and the hold lane apply to cars too
 	// (customers who block many cars).
-	pass, err := s.Guard.BeforeHold(r.Context(), guard.Hold{Customer: c.ID})
-	if err != nil {
-		return err
-	}
-	b, err := s.Cars.Hold(r.Context(), hr)
-	return s.answerHold(w, r, booking.KindCar, pass, b, err)
+	var b *booking.Booking
+	err = s.Guard.Hold(r.Context(), guard.Intent{Customer: c.ID}, func(ctx context.Context) (err error) {
+		b, err = s.Cars.Hold(ctx, hr)
+		return s.heldInDatabase(ctx, booking.KindCar, err)
+	})
+	return answerHold(w, b, err)
 }
 
 // checkCarIdempotencyKey requires the Idempotency-Key header of a car

@@ -36,14 +36,6 @@ const (
 	keyWorkTime = keyLease - 10*time.Second
 )
 
-// keyMode says whether a route requires the header.
-type keyMode int
-
-const (
-	keyOptional keyMode = iota
-	keyRequired
-)
-
 // replayedHeaders are the headers of an answer that are stored and replayed
 // with it.
 var replayedHeaders = []string{"Content-Type", "Location", "Cache-Control"}
@@ -64,7 +56,7 @@ type storedAnswer struct {
 }
 
 // idempotent runs h at most once per caller and Idempotency-Key. Without
-// the header, h runs as usual (or, with keyRequired, the request is
+// the header, h runs as usual (or, with KeyRequired, the request is
 // refused with 400 invalid_request). With it:
 //
 //   - a key that is not 1–255 printable ASCII characters is 400;
@@ -76,11 +68,11 @@ type storedAnswer struct {
 //   - a different method, path or body gets 422 idempotency_key_reused.
 //
 // Keys belong to the caller: another caller's identical key is another key.
-func (s *Server) idempotent(mode keyMode, h handlerFunc) handlerFunc {
+func (s *Server) idempotent(mode Idempotency, h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
 		values := r.Header.Values(idempotencyHeader)
 		if len(values) == 0 {
-			if mode == keyRequired {
+			if mode == KeyRequired {
 				return fault.New(fault.InvalidRequest, "the %s header is required", idempotencyHeader)
 			}
 			return h(w, r, c)

@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/guard"
 	"berth.dev/berth/internal/pg/pgtest"
 )
 
@@ -41,7 +42,7 @@ func setupKeys(t *testing.T) *keyBundle {
 	b := &keyBundle{clock: clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))}
 	b.srv = New(Deps{Log: slog.New(slog.DiscardHandler), Clock: b.clock, Pool: pgtest.NewPool(t),
 		AuthSecret: testSecret, Registry: prometheus.NewRegistry()})
-	b.srv.handle("POST /t", roles(auth.Customer), b.srv.idempotent(keyOptional, func(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+	b.srv.handle(route("POST /t", roles(auth.Customer), guard.LaneOther, KeyOptional, func(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
 		n := b.runs.Add(1)
 		if _, err := io.ReadAll(r.Body); err != nil {
 			return err

@@ -34,6 +34,9 @@ type apiOperation struct {
 	// empty list means no authentication.
 	Security *[]map[string][]string `yaml:"security"`
 	Roles    []string               `yaml:"x-roles"`
+	// Parameters are the operation's parameters, as written: a $ref or
+	// the parameter itself.
+	Parameters []map[string]any `yaml:"parameters"`
 }
 
 func fetchOpenAPI(t *testing.T, s *apptest.Server) (*apptest.Response, *apiDoc) {
@@ -138,6 +141,18 @@ func TestOpenAPIComparisonCatchesDrift(t *testing.T) {
 	if p := compareRoutes(t, roles, doc); !containsAll(p, "POST /host/cars") {
 		t.Errorf("a route whose roles differ: %v, want it named", p)
 	}
+
+	for _, c := range []struct {
+		pattern string
+		idem    httpapi.Idempotency
+	}{{"POST /bookings", httpapi.NoKey}, {"POST /bookings/{id}/payments", httpapi.KeyOptional}, {"POST /bookings/{id}/cancel", httpapi.KeyRequired}} {
+		keys := slices.Clone(routes)
+		i := slices.IndexFunc(keys, func(r httpapi.Route) bool { return r.Pattern() == c.pattern })
+		keys[i].Idempotency = c.idem
+		if p := compareRoutes(t, keys, doc); !containsAll(p, c.pattern+" takes Idempotency-Key") {
+			t.Errorf("a route whose Idempotency-Key differs (%s): %v, want it named", c.pattern, p)
+		}
+	}
 }
 
 func containsAll(problems []string, s string) bool {
@@ -185,6 +200,9 @@ func compareRoutes(t *testing.T, routes []httpapi.Route, doc *apiDoc) []string {
 			continue
 		}
 		problems = append(problems, compareAccess(r, op, doc)...)
+		if got := idempotencyOf(op, doc); got != r.Idempotency {
+			problems = append(problems, fmt.Sprintf("route %s takes Idempotency-Key %s; the document says %s", r.Pattern(), r.Idempotency, got))
+		}
 	}
 	for path, item := range doc.Paths {
 		for method := range item {
@@ -222,6 +240,27 @@ func compareAccess(r httpapi.Route, op apiOperation, doc *apiDoc) []string {
 			r.Pattern(), want, security, got)}
 	}
 	return nil
+}
+
+// idempotencyOf is what op's parameters say of the Idempotency-Key header.
+func idempotencyOf(op apiOperation, doc *apiDoc) httpapi.Idempotency {
+	for _, p := range op.Parameters {
+		if ref, ok := p["$ref"].(string); ok {
+			r, err := resolve(doc.raw, ref)
+			if err != nil {
+				continue // checkDocument reports it
+			}
+			p, _ = r.(map[string]any)
+		}
+		if p["in"] != "header" || !strings.EqualFold(fmt.Sprint(p["name"]), "Idempotency-Key") {
+			continue
+		}
+		if p["required"] == true {
+			return httpapi.KeyRequired
+		}
+		return httpapi.KeyOptional
+	}
+	return httpapi.NoKey
 }
 
 var pathParamRe = regexp.MustCompile(`\{([^}]+)\}`)

@@ -4,27 +4,8 @@ import (
 	"io"
 	"net/http"
 
-	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 )
-
-// paymentRoutes adds the payment API: paying a booking, the gateway's
-// webhook, and, when berth runs its own gateway simulator, its pages.
-func (s *Server) paymentRoutes() {
-	s.handle("POST /bookings/{id}/payments", roles(auth.Customer), s.idempotent(keyRequired, s.startPayment))
-	s.handle("POST /payments/webhook", public, s.paymentWebhook)
-	if s.PaySim != nil {
-		// The simulator's checkout pages, behind the same limits and
-		// shedding as every route (by client address).
-		sim := http.StripPrefix("/paysim", s.PaySim)
-		page := func(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
-			sim.ServeHTTP(w, r)
-			return nil
-		}
-		s.handle("GET /paysim/checkout/{txn}", public, page)
-		s.handle("POST /paysim/checkout/{txn}/{action}", public, page)
-	}
-}
 
 func (s *Server) startPayment(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
 	id, err := pathID(r, "booking")

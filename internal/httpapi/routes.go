@@ -4,12 +4,41 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/guard"
 )
 
-// Route is one pattern the server routes, as registered on its mux.
+// Idempotency says whether a route takes an Idempotency-Key header
+// (docs/api.md, "Idempotency").
+type Idempotency int
+
+const (
+	// NoKey: the route ignores the header.
+	NoKey Idempotency = iota
+	// KeyOptional: with the header, the route runs once per caller and key.
+	KeyOptional
+	// KeyRequired: as KeyOptional, and a request without the header is 400.
+	KeyRequired
+)
+
+// String names i as the OpenAPI document's parameter does.
+func (i Idempotency) String() string {
+	switch i {
+	case KeyOptional:
+		return "optional"
+	case KeyRequired:
+		return "required"
+	}
+	return "none"
+}
+
+// Route is one route the server serves: a line of its route table.
 type Route struct {
-	// Method is the pattern's method ("GET", "POST", …), or "" for a
-	// pattern that takes every method (a mounted handler such as /paysim/).
+	// Method is the pattern's method ("GET", "POST", …).
 	Method string
 	// Path is the pattern's path, with its {wildcards}; a path ending in
 	// "/" (other than "/" itself, the exact root) is a subtree.
@@ -17,6 +46,12 @@ type Route struct {
 	// Roles are the roles a bearer token needs; nil for a route without
 	// authentication (public, or signed like the payment webhook).
 	Roles []string
+	// Lane is the route's concurrency class in the surge layers: LaneNone
+	// is never limited nor shed (probes, metrics, the gateway's webhook),
+	// LaneMoney waits its turn rather than being shed.
+	Lane guard.Lane
+	// Idempotency says whether the route takes an Idempotency-Key.
+	Idempotency Idempotency
 }
 
 // Pattern returns r as written on the mux: "GET /flights/{id}".
@@ -25,18 +60,136 @@ func (r Route) Pattern() string {
 	if path == "/" {
 		path = "/{$}"
 	}
-	if r.Method == "" {
-		return path
-	}
 	return r.Method + " " + path
+}
+
+// entry is a Route with its handler.
+type entry struct {
+	Route
+	h handlerFunc
+}
+
+// route makes a line of the table from a mux pattern.
+func route(pattern string, who access, lane guard.Lane, idem Idempotency, h handlerFunc) entry {
+	method, path, _ := strings.Cut(pattern, " ")
+	// "{$}" only tells the mux that "/" is exact, not a subtree; the
+	// route's path is "/".
+	if path == "/{$}" {
+		path = "/"
+	}
+	return entry{Route: Route{Method: method, Path: path, Roles: who, Lane: lane, Idempotency: idem}, h: h}
+}
+
+// The lanes of the table, short.
+const (
+	none  = guard.LaneNone
+	hold  = guard.LaneHold
+	read  = guard.LaneRead
+	money = guard.LaneMoney
+	other = guard.LaneOther
+	room  = guard.LaneRoom
+)
+
+// table is every route the server serves (docs/api.md): who may call it,
+// its lane in the surge layers, whether it takes an Idempotency-Key, and
+// its handler. The router registers exactly these; GET /openapi.yaml must
+// describe exactly these (Routes, and the test that holds it to them).
+//
+// Lanes: probes, metrics and the gateway's webhook are never limited nor
+// shed (money from the gateway is signed, comes at its pace, and a delay
+// could let a paid hold expire); payment starts and cancellations are
+// money, which a burst of holds never sheds; the waiting room's polls only
+// ask Redis (limited per client, no concurrency slot); public reads share
+// at most half the pool.
+func (s *Server) table() []entry {
+	metrics := promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})
+	t := []entry{
+		route("GET /healthz", public, none, NoKey, s.healthz),
+		route("GET /readyz", public, none, NoKey, s.readyz),
+		route("GET /metrics", public, none, NoKey, serve(metrics)),
+		route("GET /openapi.yaml", public, read, NoKey, s.openAPI),
+
+		route("GET /flights", public, read, NoKey, s.searchFlights),
+		route("GET /flights/{id}", public, read, NoKey, s.getFlight),
+		route("GET /flights/{id}/seats", public, read, NoKey, s.seatMap),
+		route("POST /admin/flights", roles(auth.Admin), other, NoKey, s.createFlight),
+		route("PATCH /admin/flights/{id}", roles(auth.Admin), other, NoKey, s.patchFlight),
+		route("PATCH /admin/flights/{id}/fares/{fareClass}", roles(auth.Admin), other, NoKey, s.patchFare),
+
+		// A flight or a car hold; a car booking requires the key (createCarBooking).
+		route("POST /bookings", roles(auth.Customer), hold, KeyOptional, s.createBooking),
+		route("GET /bookings", anyRole, other, NoKey, s.listBookings),
+		route("GET /bookings/{id}", anyRole, other, NoKey, s.getBooking),
+		route("DELETE /bookings/{id}", anyRole, money, NoKey, s.cancelBooking),
+		route("POST /bookings/{id}/cancel", anyRole, money, NoKey, s.cancelBooking),
+		route("POST /bookings/{id}/extend", roles(auth.Customer), other, NoKey, s.extendBooking),
+		route("POST /bookings/{id}/seats", roles(auth.Customer), other, NoKey, s.assignSeats),
+		route("GET /bookings/{id}/refund-quote", anyRole, other, NoKey, s.refundQuote),
+		route("GET /bookings/{id}/events", anyRole, other, NoKey, s.bookingEvents),
+		route("POST /flights/{id}/waitlist", roles(auth.Customer), other, NoKey, s.joinWaitlist),
+		route("GET /waitlist", roles(auth.Customer), other, NoKey, s.listWaitlist),
+		route("DELETE /waitlist/{id}", roles(auth.Customer), other, NoKey, s.leaveWaitlist),
+
+		route("POST /bookings/{id}/payments", roles(auth.Customer), money, KeyRequired, s.startPayment),
+		route("POST /payments/webhook", public, none, NoKey, s.paymentWebhook),
+
+		route("GET /cars", public, read, NoKey, s.searchCars),
+		route("GET /cars/{id}", public, read, NoKey, s.getCar),
+		route("GET /cars/{id}/calendar", public, read, NoKey, s.carCalendar),
+		route("POST /host/cars", roles(auth.Host, auth.Admin), other, NoKey, s.createCar),
+		// Only the car's host or an admin hands cars over; a customer is
+		// refused by role before anything is looked up.
+		route("POST /bookings/{id}/pickup", roles(auth.Host, auth.Admin), other, NoKey, s.moveCarBooking(booking.Confirmed, booking.OnTrip)),
+		route("POST /bookings/{id}/return", roles(auth.Host, auth.Admin), other, NoKey, s.moveCarBooking(booking.OnTrip, booking.Completed)),
+
+		route("GET /waiting-room/{ticket}", roles(auth.Customer), room, NoKey, s.waitingRoom),
+
+		// The web app's reads and the host and operator views.
+		route("GET /airports", public, read, NoKey, s.airports),
+		route("GET /cities", public, read, NoKey, s.cities),
+		route("GET /host/cars", roles(auth.Host, auth.Admin), other, NoKey, s.hostCars),
+		route("GET /host/bookings", roles(auth.Host, auth.Admin), other, NoKey, s.hostBookings),
+		route("GET /admin/flights", roles(auth.Admin), other, NoKey, s.adminFlights),
+		route("GET /admin/flights/{id}", roles(auth.Admin), other, NoKey, s.adminFlight),
+		route("GET /admin/events", roles(auth.Admin), other, NoKey, s.adminEvents),
+		route("GET /admin/audit", roles(auth.Admin), other, NoKey, s.lastAudit),
+		route("POST /admin/audit", roles(auth.Admin), other, NoKey, s.runAudit),
+
+		// The web app: its shell at / and at every /app/... deep link (the
+		// app routes in the browser), and its assets.
+		route("GET /{$}", public, read, NoKey, s.appShell),
+		route("GET /app/", public, read, NoKey, s.appShell),
+		route("GET /assets/", public, read, NoKey, s.asset),
+	}
+	if s.PaySim != nil {
+		// The built-in gateway simulator's checkout pages, behind the same
+		// limits and shedding as every route (by client address).
+		sim := serve(http.StripPrefix("/paysim", s.PaySim))
+		t = append(t,
+			route("GET /paysim/checkout/{txn}", public, read, NoKey, sim),
+			route("POST /paysim/checkout/{txn}/{action}", public, other, NoKey, sim))
+	}
+	if s.Dev {
+		// Signs a browser in as anyone: `berth dev` only.
+		t = append(t, route("GET /dev/login", public, read, NoKey, s.devLogin))
+	}
+	return t
+}
+
+// serve makes a handlerFunc of an http.Handler.
+func serve(h http.Handler) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+		h.ServeHTTP(w, r)
+		return nil
+	}
 }
 
 // Routes returns every route the server serves, sorted by path then
 // method: the list the OpenAPI document (GET /openapi.yaml) must describe,
 // and the test holds it to.
 func (s *Server) Routes() []Route {
-	out := make([]Route, 0, len(s.mux.routes))
-	for _, r := range s.mux.routes {
+	out := make([]Route, 0, len(s.routes))
+	for _, r := range s.routes {
 		r.Roles = slices.Clone(r.Roles)
 		out = append(out, r)
 	}
@@ -47,48 +200,4 @@ func (s *Server) Routes() []Route {
 		return strings.Compare(a.Method, b.Method)
 	})
 	return out
-}
-
-// routeMux is an http.ServeMux that remembers what was registered on it,
-// since ServeMux cannot list its patterns. Everything is registered in New,
-// before the server serves, so the list needs no lock.
-type routeMux struct {
-	*http.ServeMux
-	routes []Route
-}
-
-func newRouteMux() *routeMux { return &routeMux{ServeMux: http.NewServeMux()} }
-
-// Handle registers h for pattern and remembers the pattern.
-func (m *routeMux) Handle(pattern string, h http.Handler) {
-	m.ServeMux.Handle(pattern, h)
-	m.remember(pattern)
-}
-
-// HandleFunc registers h for pattern and remembers the pattern.
-func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
-	m.ServeMux.HandleFunc(pattern, h)
-	m.remember(pattern)
-}
-
-func (m *routeMux) remember(pattern string) {
-	r := Route{Path: pattern}
-	if method, path, ok := strings.Cut(pattern, " "); ok {
-		r.Method, r.Path = method, strings.TrimSpace(path)
-	}
-	// "{$}" only tells the mux that "/" is exact, not a subtree; the
-	// route's path is "/".
-	if r.Path == "/{$}" {
-		r.Path = "/"
-	}
-	m.routes = append(m.routes, r)
-}
-
-// allow records who may call the route just registered for pattern.
-func (m *routeMux) allow(pattern string, who access) {
-	for i := range m.routes {
-		if m.routes[i].Pattern() == pattern {
-			m.routes[i].Roles = slices.Clone([]string(who))
-		}
-	}
 }

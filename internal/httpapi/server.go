@@ -16,7 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/auth"
@@ -68,7 +67,8 @@ type Deps struct {
 type Server struct {
 	Deps
 	log     *slog.Logger
-	mux     *routeMux
+	mux     *http.ServeMux
+	routes  []Route // what mux serves: the route table
 	metrics *metrics
 	tokens  *tokenCache // verified bearer tokens, with the surge layers on
 	assets  map[string]asset
@@ -79,42 +79,15 @@ func New(d Deps) *Server {
 	if d.HoldExtension <= 0 {
 		d.HoldExtension = 5 * time.Minute
 	}
-	s := &Server{Deps: d, log: d.Log, mux: newRouteMux(), metrics: newMetrics(d.Registry)}
+	s := &Server{Deps: d, log: d.Log, mux: http.NewServeMux(), metrics: newMetrics(d.Registry)}
 	if d.Guard.On() {
 		s.tokens = newTokenCache()
 	}
-	s.routes()
+	s.assets = loadAssets()
+	for _, e := range s.table() {
+		s.handle(e)
+	}
 	return s
-}
-
-func (s *Server) routes() {
-	s.handle("GET /healthz", public, s.healthz)
-	s.handle("GET /readyz", public, s.readyz)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
-	s.handle("GET /openapi.yaml", public, s.openAPI)
-
-	s.handle("GET /flights", public, s.searchFlights)
-	s.handle("GET /flights/{id}", public, s.getFlight)
-	s.handle("GET /flights/{id}/seats", public, s.seatMap)
-	s.handle("POST /admin/flights", roles(auth.Admin), s.createFlight)
-	s.handle("PATCH /admin/flights/{id}/fares/{fareClass}", roles(auth.Admin), s.patchFare)
-
-	s.handle("POST /bookings", roles(auth.Customer), s.idempotent(keyOptional, s.createBooking))
-	s.paymentRoutes()
-	s.handle("GET /bookings", anyRole, s.listBookings)
-	s.handle("GET /bookings/{id}", anyRole, s.getBooking)
-	s.handle("DELETE /bookings/{id}", anyRole, s.cancelBooking)
-	s.handle("POST /bookings/{id}/cancel", anyRole, s.cancelBooking)
-	s.handle("POST /bookings/{id}/extend", roles(auth.Customer), s.extendBooking)
-	s.handle("POST /bookings/{id}/seats", roles(auth.Customer), s.assignSeats)
-	s.handle("POST /flights/{id}/waitlist", roles(auth.Customer), s.joinWaitlist)
-	s.handle("GET /waitlist", roles(auth.Customer), s.listWaitlist)
-	s.handle("DELETE /waitlist/{id}", roles(auth.Customer), s.leaveWaitlist)
-	s.carRoutes()
-
-	s.surgeRoutes()
-	s.viewRoutes()
-	s.webRoutes()
 }
 
 // access says who may call a route: nobody needs a token (nil), any valid
@@ -131,9 +104,14 @@ func roles(r ...string) access { return r }
 // handlerFunc is a handler that returns its error for the server to answer.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c booking.Caller) error
 
-func (s *Server) handle(pattern string, who access, h handlerFunc) {
-	lane := laneOf(pattern, who)
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+// handle registers e on the mux: the surge layers of its lane around
+// authentication and its handler, and its Idempotency-Key handling.
+func (s *Server) handle(e entry) {
+	who, lane, h := access(e.Roles), e.Lane, e.h
+	if e.Idempotency != NoKey {
+		h = s.idempotent(e.Idempotency, h)
+	}
+	s.mux.HandleFunc(e.Pattern(), func(w http.ResponseWriter, r *http.Request) {
 		var c booking.Caller
 		if err := s.Guard.AdmitAddress(r.Context(), lane, remoteHost(r)); err != nil {
 			s.writeError(w, r, err)
@@ -166,7 +144,7 @@ func (s *Server) handle(pattern string, who access, h handlerFunc) {
 			s.writeError(w, r, err)
 		}
 	})
-	s.mux.allow(pattern, who)
+	s.routes = append(s.routes, e.Route)
 }
 
 func (s *Server) authenticate(r *http.Request, who access) (booking.Caller, error) {

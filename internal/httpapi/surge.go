@@ -1,65 +1,27 @@
 package httpapi
 
 import (
-	"context"
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
-	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
 	"berth.dev/berth/internal/guard"
 )
 
-// The surge routes and the hooks that put the guard's layers around the
-// handlers (docs/surge.md, docs/api.md "Surge: waiting room").
-
-func (s *Server) surgeRoutes() {
-	s.handle("PATCH /admin/flights/{id}", roles(auth.Admin), s.patchFlight)
-	s.handle("GET /waiting-room/{ticket}", roles(auth.Customer), s.waitingRoom)
-}
-
-// laneRoom is the lane of waiting-room polls: limited per client, but
-// without a concurrency slot, since they only ask Redis.
-const laneRoom guard.Lane = "room"
-
-// laneOf is the concurrency lane of a route: holds, public reads, probes
-// and webhooks (never limited), and everything else.
-func laneOf(pattern string, who access) guard.Lane {
-	switch {
-	case pattern == "GET /healthz" || pattern == "GET /readyz":
-		return guard.LaneNone
-	case pattern == "POST /payments/webhook":
-		// Money from the gateway is never shed: it is signed, comes at the
-		// gateway's pace, and a delay could let a paid hold expire.
-		return guard.LaneNone
-	case strings.HasPrefix(pattern, "GET /waiting-room/"):
-		return laneRoom
-	case pattern == "POST /bookings":
-		return guard.LaneHold
-	case pattern == "POST /bookings/{id}/payments" || pattern == "DELETE /bookings/{id}" || pattern == "POST /bookings/{id}/cancel":
-		// Money first: a burst of holds never sheds a payment or a
-		// cancellation.
-		return guard.LaneMoney
-	case who == nil && strings.HasPrefix(pattern, "GET "):
-		return guard.LaneRead
-	}
-	return guard.LaneOther
-}
+// The hooks that put the guard's layers around the handlers, and the surge
+// routes' handlers (docs/surge.md, docs/api.md "Surge: waiting room"). Each
+// route's lane is in the route table (routes.go).
 
 // clientKey is whom the per-client request limit counts a request against:
-// the token's subject, else the client's address. Signed webhooks from the
-// payment gateway are not limited per client.
+// the token's subject, else the client's address. (Routes of LaneNone, the
+// gateway's signed webhook among them, are not limited at all.)
 func clientKey(r *http.Request, c booking.Caller, who access) string {
 	if who != nil {
 		return "sub:" + strconv.FormatInt(c.ID, 10)
-	}
-	if r.URL.Path == "/payments/webhook" {
-		return ""
 	}
 	return "ip:" + remoteHost(r)
 }
@@ -75,17 +37,9 @@ func remoteHost(r *http.Request) string {
 }
 
 // holdIntent describes a validated flight hold to the guard.
-func holdIntent(r *http.Request, c booking.Caller, hr flight.HoldRequest) guard.Hold {
-	return guard.Hold{Customer: c.ID, FlightID: hr.FlightID, FareClass: hr.FareClass, Seats: hr.Seats, Units: hr.Units(),
+func holdIntent(r *http.Request, c booking.Caller, hr flight.HoldRequest) guard.Intent {
+	return guard.Intent{Customer: c.ID, FlightID: hr.FlightID, FareClass: hr.FareClass, Seats: hr.Seats, Units: hr.Units(),
 		Token: r.Header.Get("Waiting-Room-Token")}
-}
-
-// released tells the guard that a cancelled flight booking's seats are
-// free again.
-func (s *Server) released(ctx context.Context, b *booking.Booking) {
-	if b.Kind == booking.KindFlight && b.Status == booking.Cancelled {
-		s.Guard.Released(ctx, b.FlightID, b.FareClass, b.Seats)
-	}
 }
 
 type roomView struct {

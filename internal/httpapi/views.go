@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/audit"
-	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/fault"
@@ -17,22 +16,6 @@ import (
 	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/rental"
 )
-
-// The read routes of the web app and of the host and operator views
-// (docs/api.md, "Host and operator views").
-func (s *Server) viewRoutes() {
-	s.handle("GET /airports", public, s.airports)
-	s.handle("GET /cities", public, s.cities)
-	s.handle("GET /host/cars", roles(auth.Host, auth.Admin), s.hostCars)
-	s.handle("GET /host/bookings", roles(auth.Host, auth.Admin), s.hostBookings)
-	s.handle("GET /admin/flights", roles(auth.Admin), s.adminFlights)
-	s.handle("GET /admin/flights/{id}", roles(auth.Admin), s.adminFlight)
-	s.handle("GET /admin/events", roles(auth.Admin), s.adminEvents)
-	s.handle("GET /admin/audit", roles(auth.Admin), s.lastAudit)
-	s.handle("POST /admin/audit", roles(auth.Admin), s.runAudit)
-	s.handle("GET /bookings/{id}/refund-quote", anyRole, s.refundQuote)
-	s.handle("GET /bookings/{id}/events", anyRole, s.bookingEvents)
-}
 
 // airports answers GET /airports: every airport with its time zone, which
 // the app shows departure times in. It changes only when an operator adds

@@ -18,19 +18,6 @@ import (
 	"berth.dev/berth/web"
 )
 
-// webRoutes serves the web app: the shell at / and at every /app/... deep
-// link (the app routes in the browser), its assets under /assets/, and,
-// in `berth dev` only, the sign-in page /dev/login.
-func (s *Server) webRoutes() {
-	s.assets = loadAssets()
-	s.handle("GET /{$}", public, s.appShell)
-	s.handle("GET /app/", public, s.appShell)
-	s.handle("GET /assets/", public, s.asset)
-	if s.Dev {
-		s.handle("GET /dev/login", public, s.devLogin)
-	}
-}
-
 // asset is one embedded file, with the ETag that lets browsers revalidate
 // it cheaply (the files change only with the binary).
 type asset struct {

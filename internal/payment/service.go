@@ -28,7 +28,6 @@ type Service struct {
 	webhookKey []byte
 	log        *slog.Logger
 	baseURL    atomic.Pointer[string]
-	onRelease  func(context.Context, *booking.Booking)
 
 	webhooks *prometheus.CounterVec
 	refunds  *prometheus.CounterVec
@@ -43,10 +42,6 @@ type Options struct {
 	// WebhookKey is the HMAC key of webhook signatures
 	// (config.WebhookKey of BERTH_WEBHOOK_SECRET).
 	WebhookKey []byte
-	// OnRelease, when set, is told after commit about a booking a failed
-	// charge released, so that layers in front of the database (the seat
-	// gate) forget it at once.
-	OnRelease func(context.Context, *booking.Booking)
 	// BaseURL is where the gateway reaches berth ("http://host:port");
 	// SetBaseURL may set it later, once the listener is known.
 	BaseURL  string
@@ -61,7 +56,6 @@ func NewService(o Options) *Service {
 	}
 	s := &Service{
 		pool: o.Pool, clock: o.Clock, life: o.Lifecycle, gateway: o.Gateway, webhookKey: o.WebhookKey, log: o.Log,
-		onRelease: o.OnRelease,
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_payment_webhooks_total", Help: "Validly signed gateway webhooks, by type and what berth did.",
 		}, []string{"type", "result"}),

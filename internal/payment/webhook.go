@@ -310,8 +310,8 @@ func (s *Service) chargeFailed(ctx context.Context, d WebhookData) (string, erro
 		}
 		return nil
 	})
-	if err == nil && freed != nil && s.onRelease != nil {
-		s.onRelease(ctx, freed)
+	if err == nil {
+		s.life.Released(ctx, freed)
 	}
 	return result, err
 }
