@@ -63,7 +63,9 @@ func scanBuckets(flightID int64, rows pgx.Rows, err error) (map[string][]bucket,
 
 // allocate takes n units into bucket target, moving share from the other
 // buckets when target lacks room, and reports false (changing nothing)
-// when all buckets together lack room. bs is in bucket order.
+// when all buckets together lack room. bs is in bucket order. Waitlist
+// offers use it; holds allocate the same way in hold_flight (migration
+// 00015).
 func allocate(bs []bucket, target int16, n int) bool {
 	var t *bucket
 	for i := range bs {
