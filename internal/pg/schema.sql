@@ -91,6 +91,7 @@ CREATE FUNCTION public.flight_booking_view(b public.booking) RETURNS jsonb
 
 CREATE FUNCTION public.hold_flight(p_flight bigint, p_now timestamp with time zone, p_ttl interval, p_customers bigint[], p_classes text[], p_seats text[], p_units integer[], p_key_callers bigint[], p_keys text[], p_leases uuid[]) RETURNS TABLE(o_ord integer, o_code text, o_detail text, o_booking public.booking)
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     n           integer := coalesce(cardinality(p_customers), 0);
@@ -125,6 +126,8 @@ DECLARE
     pl_ci       integer[] := '{}';
     pl_units    integer[] := '{}';
     v_new       bigint[];
+    v_rows      booking[];
+    v_row       booking[] := array_fill(NULL::booking, ARRAY[n]);
     v_check     text[];
     v_want      text[];
     i           integer;
@@ -139,6 +142,9 @@ DECLARE
     seat        text;
     rs          text[];
     cnt         bigint;
+    v_keyed     integer := coalesce(cardinality(array_remove(p_key_callers, NULL)), 0);
+    v_seated    boolean := coalesce(cardinality(array_remove(p_seats, NULL)), 0) > 0;
+    v_moved     boolean := false;
 BEGIN
     SELECT f.departure_at INTO v_departure FROM flight f WHERE f.id = p_flight;
     IF NOT FOUND THEN
@@ -156,20 +162,24 @@ BEGIN
 
     -- The keys whose requests still hold them, locked against a retry
     -- taking one over before the commit.
-    SELECT array_agg(k.ord) INTO v_keys_ok FROM (
-        SELECT u.ord FROM unnest(p_key_callers, p_keys, p_leases) WITH ORDINALITY AS u(caller, idem, lease, ord)
-        JOIN idempotency_key ik ON ik.caller_id = u.caller AND ik.idem_key = u.idem AND ik.lease = u.lease
-            AND ik.response_status IS NULL
-        ORDER BY ik.caller_id, ik.idem_key FOR UPDATE OF ik) AS k;
+    IF v_keyed > 0 THEN
+        SELECT array_agg(k.ord) INTO v_keys_ok FROM (
+            SELECT u.ord FROM unnest(p_key_callers, p_keys, p_leases) WITH ORDINALITY AS u(caller, idem, lease, ord)
+            JOIN idempotency_key ik ON ik.caller_id = u.caller AND ik.idem_key = u.idem AND ik.lease = u.lease
+                AND ik.response_status IS NULL
+            ORDER BY ik.caller_id, ik.idem_key FOR UPDATE OF ik) AS k;
+    END IF;
 
-    SELECT array_agg(s.seat_no ORDER BY s.seat_no), array_agg(s.fare_class ORDER BY s.seat_no),
-           array_agg(s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= p_now) ORDER BY s.seat_no)
-    INTO s_no, s_class, s_free
-    FROM (SELECT st.seat_no, st.fare_class, st.status, st.held_until FROM seat st
-          WHERE st.flight_id = p_flight
-            AND st.seat_no = ANY (ARRAY(SELECT DISTINCT x FROM unnest(p_seats) AS r(csv),
-                                        unnest(string_to_array(r.csv, ',')) AS x))
-          ORDER BY st.seat_no FOR UPDATE) AS s;
+    IF v_seated THEN
+        SELECT array_agg(s.seat_no ORDER BY s.seat_no), array_agg(s.fare_class ORDER BY s.seat_no),
+               array_agg(s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= p_now) ORDER BY s.seat_no)
+        INTO s_no, s_class, s_free
+        FROM (SELECT st.seat_no, st.fare_class, st.status, st.held_until FROM seat st
+              WHERE st.flight_id = p_flight
+                AND st.seat_no = ANY (ARRAY(SELECT DISTINCT x FROM unnest(p_seats) AS r(csv),
+                                            unnest(string_to_array(r.csv, ',')) AS x))
+              ORDER BY st.seat_no FOR UPDATE) AS s;
+    END IF;
     s_claimed := array_fill(false, ARRAY[coalesce(cardinality(s_no), 0)]);
 
     SELECT array_agg(fb.fare_class ORDER BY fb.fare_class, fb.bucket), array_agg(fb.bucket ORDER BY fb.fare_class, fb.bucket),
@@ -254,6 +264,7 @@ BEGIN
             mv := least(need, b_quota[j] - b_used[j]);
             b_quota[j] := b_quota[j] - mv;
             b_quota[t] := b_quota[t] + mv;
+            v_moved := true;
         END LOOP;
         b_used[t] := b_used[t] + units;
         b_held[t] := b_held[t] + units;
@@ -278,10 +289,10 @@ BEGIN
                 v_bucket[u.i], p_now, p_now
             FROM unnest(pl_i, pl_ci, pl_units) AS u(i, ci, units)
             ORDER BY u.i
-            RETURNING id, customer_id, fare_class, quantity)
-        SELECT array_agg(ins.id ORDER BY ins.id),
+            RETURNING *)
+        SELECT array_agg(ins.id ORDER BY ins.id), array_agg(ins::booking ORDER BY ins.id),
                array_agg(ins.customer_id || ' ' || ins.fare_class || ' ' || ins.quantity ORDER BY ins.id)
-        INTO v_new, v_check FROM ins;
+        INTO v_new, v_rows, v_check FROM ins;
         SELECT array_agg(p_customers[u.i] || ' ' || p_classes[u.i] || ' ' || u.units ORDER BY u.i)
         INTO v_want FROM unnest(pl_i, pl_units) AS u(i, units);
         IF v_check IS DISTINCT FROM v_want THEN
@@ -289,50 +300,56 @@ BEGIN
         END IF;
         FOR j IN 1 .. cardinality(pl_i) LOOP
             v_id[pl_i[j]] := v_new[j];
+            v_row[pl_i[j]] := v_rows[j];
         END LOOP;
 
         -- seat_no = ANY lets the planner fetch just these seats by the
         -- primary key.
-        WITH taken AS (
-            SELECT v_id[u.i] AS booking_id, x AS seat_no
-            FROM unnest(pl_i) AS u(i), unnest(string_to_array(p_seats[u.i], ',')) AS x)
-        UPDATE seat s SET status = 'HELD', booking_id = tk.booking_id, held_until = v_expires
-        FROM taken tk
-        WHERE s.flight_id = p_flight AND s.seat_no = ANY (s_no) AND s.seat_no = tk.seat_no
-          AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= p_now));
-        GET DIAGNOSTICS cnt = ROW_COUNT;
-        IF cnt <> (SELECT count(*) FROM unnest(pl_i) AS u(i), unnest(string_to_array(p_seats[u.i], ','))) THEN
-            RAISE EXCEPTION 'hold_flight: only % seats of flight % were free', cnt, p_flight;
+        IF v_seated THEN
+            WITH taken AS (
+                SELECT v_id[u.i] AS booking_id, x AS seat_no
+                FROM unnest(pl_i) AS u(i), unnest(string_to_array(p_seats[u.i], ',')) AS x)
+            UPDATE seat s SET status = 'HELD', booking_id = tk.booking_id, held_until = v_expires
+            FROM taken tk
+            WHERE s.flight_id = p_flight AND s.seat_no = ANY (s_no) AND s.seat_no = tk.seat_no
+              AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= p_now));
+            GET DIAGNOSTICS cnt = ROW_COUNT;
+            IF cnt <> (SELECT count(*) FROM unnest(pl_i) AS u(i), unnest(string_to_array(p_seats[u.i], ','))) THEN
+                RAISE EXCEPTION 'hold_flight: only % seats of flight % were free', cnt, p_flight;
+            END IF;
         END IF;
 
         INSERT INTO outbox (booking_id, type, payload, created_at)
         SELECT b.id, 'booking.held', flight_booking_view(b), p_now
-        FROM booking b WHERE b.id = ANY (v_new) ORDER BY b.id;
+        FROM unnest(v_rows) AS b ORDER BY b.id;
 
         -- Buckets whose share moved are written whole (the deferred
         -- trigger checks the shares still add up); the others only held.
-        UPDATE fare_bucket fb SET quota = u.quota, held = u.held
-        FROM unnest(b_class, b_n, b_quota, b_held, b_quota0) AS u(fare_class, bucket, quota, held, quota0)
-        WHERE fb.flight_id = p_flight AND fb.fare_class = u.fare_class AND fb.bucket = u.bucket
-          AND u.quota <> u.quota0;
+        IF v_moved THEN
+            UPDATE fare_bucket fb SET quota = u.quota, held = u.held
+            FROM unnest(b_class, b_n, b_quota, b_held, b_quota0) AS u(fare_class, bucket, quota, held, quota0)
+            WHERE fb.flight_id = p_flight AND fb.fare_class = u.fare_class AND fb.bucket = u.bucket
+              AND u.quota <> u.quota0;
+        END IF;
         UPDATE fare_bucket fb SET held = u.held
         FROM unnest(b_class, b_n, b_quota, b_held, b_quota0, b_held0) AS u(fare_class, bucket, quota, held, quota0, held0)
         WHERE fb.flight_id = p_flight AND fb.fare_class = u.fare_class AND fb.bucket = u.bucket
           AND u.quota = u.quota0 AND u.held <> u.held0;
 
-        UPDATE idempotency_key ik SET effect = 'booking:' || v_id[u.ord]
-        FROM unnest(p_key_callers, p_keys, p_leases) WITH ORDINALITY AS u(caller, idem, lease, ord)
-        WHERE v_id[u.ord] IS NOT NULL
-          AND ik.caller_id = u.caller AND ik.idem_key = u.idem AND ik.lease = u.lease AND ik.response_status IS NULL;
-        GET DIAGNOSTICS cnt = ROW_COUNT;
-        IF cnt <> (SELECT count(*) FROM unnest(pl_i) AS u(i) WHERE p_key_callers[u.i] IS NOT NULL) THEN
-            RAISE EXCEPTION 'hold_flight: % idempotency keys recorded', cnt;
+        IF v_keyed > 0 THEN
+            UPDATE idempotency_key ik SET effect = 'booking:' || v_id[u.ord]
+            FROM unnest(p_key_callers, p_keys, p_leases) WITH ORDINALITY AS u(caller, idem, lease, ord)
+            WHERE v_id[u.ord] IS NOT NULL
+              AND ik.caller_id = u.caller AND ik.idem_key = u.idem AND ik.lease = u.lease AND ik.response_status IS NULL;
+            GET DIAGNOSTICS cnt = ROW_COUNT;
+            IF cnt <> (SELECT count(*) FROM unnest(pl_i) AS u(i) WHERE p_key_callers[u.i] IS NOT NULL) THEN
+                RAISE EXCEPTION 'hold_flight: % idempotency keys recorded', cnt;
+            END IF;
         END IF;
     END IF;
 
-    RETURN QUERY SELECT g.i, v_code[g.i], v_detail[g.i], b
-        FROM generate_series(1, n) AS g(i) LEFT JOIN booking b ON b.id = v_id[g.i]
-        ORDER BY g.i;
+    RETURN QUERY SELECT g.i, v_code[g.i], v_detail[g.i], v_row[g.i]
+        FROM generate_series(1, n) AS g(i);
 END
 $$;
 
