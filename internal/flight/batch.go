@@ -2,16 +2,16 @@ package flight
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
-	"berth.dev/berth/internal/outbox"
+	"berth.dev/berth/internal/pg"
 )
 
 // result is the outcome of one request of a batch.
@@ -20,244 +20,121 @@ type result struct {
 	err error
 }
 
-type seatRow struct {
-	class     string
-	status    string
-	heldUntil *time.Time
-}
+// holdSQL calls the database function hold_flight (migration 00015), which
+// decides and writes a batch of holds on one flight: it locks the seats in
+// seat order and the fare buckets in class and bucket order, decides each
+// request all or nothing in order (flight, class, departure, waitlist,
+// seats, quota with share moved between buckets, Idempotency-Key), inserts
+// the bookings, takes the seats, writes the booking.held events, updates the
+// counters and records each key's effect. It returns one row per request:
+// an error code and its detail, or the booking (booking.Columns).
+const holdSQL = `SELECT h.o_code, h.o_detail, ` + booking.Columns + `
+	FROM hold_flight($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::uuid[]) AS h
+	CROSS JOIN LATERAL (SELECT (h.o_booking).*) AS x
+	ORDER BY h.o_ord`
 
-// errQuotaRace is holdBatch's answer when a class's room, read without a
-// lock, was taken by another transaction before the batch's counter update:
-// the transaction must be rolled back and the batch tried again with the
-// counters locked.
-var errQuotaRace = errors.New("fare counters changed under the batch")
-
-// holdBatch holds many validated requests for one flight in one
-// transaction, each all or nothing, in the order given, and returns one
-// result per request. A returned error means tx must be rolled back and
-// nothing was held; errQuotaRace asks for another try with lockQuota, any
-// other error for the requests one by one.
-//
-// It reads the flight's fares, the seats it needs under row locks (in seat
-// order) and the fare buckets, decides every request against that state,
-// and writes all bookings, seats, events and counters in one statement
-// each: four round trips to the database in all, however many holds.
-//
-// The buckets are read without a lock unless lockQuota is set: the hot
-// row is then locked only by the batch's last statement, a conditional
-// increment, until commit, so that the next batch on the flight can do
-// all its other work meanwhile. If that increment finds the room gone,
-// holdBatch returns errQuotaRace. A request that fits the class but no
-// single bucket needs share moved between buckets, which is done under
-// the locks (they are then taken at once, in class and bucket order).
-// Every write is conditional — a seat is set HELD only if it is free or
-// its hold expired, a bucket's CHECK and the share-sum trigger stand under
-// the counters — so a decision that disagreed with the database would fail
-// the whole batch rather than sell anything twice.
-func holdBatch(ctx context.Context, tx pgx.Tx, flightID int64, reqs []HoldRequest, now time.Time, ttl time.Duration, lockQuota bool) ([]result, error) {
-	var classes, wanted []string
-	for _, r := range reqs {
-		if !slices.Contains(classes, r.FareClass) {
-			classes = append(classes, r.FareClass)
+// holdBatch holds validated requests for one flight, each all or nothing,
+// in the order given, and returns one result per request. It is one
+// statement sent on its own: one round trip and one commit (autocommit),
+// with every rule decided by PostgreSQL. A request whose context carries
+// an Idempotency-Key claim records its effect with its booking. A returned
+// error means nothing of the batch was written.
+func holdBatch(ctx context.Context, db booking.Querier, flightID int64, reqs []*call, now time.Time, ttl time.Duration) ([]result, error) {
+	n := len(reqs)
+	var (
+		customers = make([]int64, n)
+		classes   = make([]string, n)
+		seats     = make([]*string, n)
+		units     = make([]int32, n)
+		callers   = make([]*int64, n)
+		keys      = make([]*string, n)
+		leases    = make([]*string, n)
+	)
+	for i, cl := range reqs {
+		r := cl.req
+		customers[i], classes[i], units[i] = r.CustomerID, r.FareClass, int32(r.Units())
+		if r.Seats != nil {
+			joined := strings.Join(r.Seats, ",")
+			seats[i] = &joined
 		}
-		wanted = append(wanted, r.Seats...)
-	}
-	slices.Sort(classes)
-	slices.Sort(wanted)
-	wanted = slices.Compact(wanted)
-
-	// The reads go in one round trip, in lock order: the flight's fares
-	// (no lock), the seats (seat order), the buckets (class, bucket order).
-	// Seats of a request that turns out to be invalid are locked too; that
-	// costs nothing but the lock.
-	reads := &pgx.Batch{}
-	reads.Queue(flightInfoSQL, flightID, classes)
-	reads.Queue(lockSeatsSQL, flightID, wanted)
-	if lockQuota {
-		reads.Queue(lockBucketsSQL, flightID, classes)
-	} else {
-		reads.Queue(readBucketsSQL, flightID, classes)
-	}
-	br := tx.SendBatch(ctx, reads)
-	rows, err := br.Query()
-	info, infoErr := scanFlightInfo(flightID, rows, err)
-	rows, err = br.Query()
-	seats, seatsErr := scanSeats(flightID, rows, err)
-	rows, err = br.Query()
-	buckets, bucketsErr := scanBuckets(flightID, rows, err)
-	if err := errors.Join(br.Close(), seatsErr, bucketsErr); err != nil {
-		return nil, err
-	}
-	if fault.CodeOf(infoErr) != "" {
-		results := make([]result, len(reqs))
-		for i := range results {
-			results[i].err = infoErr
+		if c, ok := pg.KeyClaimOf(cl.ctx); ok {
+			callers[i], keys[i], leases[i] = &c.CallerID, &c.Key, &c.Lease
 		}
-		return results, nil
 	}
-	if infoErr != nil {
-		return nil, infoErr
-	}
-
-	results, plan, idx, moved := decide(reqs, info, seats, buckets, now, lockQuota)
-	if moved {
-		// A share must move between buckets: lock them all and decide again.
-		rows, err := tx.Query(ctx, lockBucketsSQL, flightID, classes)
-		if buckets, err = scanBuckets(flightID, rows, err); err != nil {
-			return nil, err
-		}
-		lockQuota = true
-		results, plan, idx, _ = decide(reqs, info, seats, buckets, now, lockQuota)
-	}
-	if len(plan) == 0 {
-		return results, nil
-	}
-
-	bookings, err := insertBookings(ctx, tx, info, plan, now, ttl)
+	rows, err := db.Query(ctx, holdSQL, flightID, now, pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true},
+		customers, classes, seats, units, callers, keys, leases)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
 	}
-	var seatNos []string
-	var owners []int64
-	events := make([]outbox.Event, len(bookings))
-	for k, b := range bookings {
-		for _, s := range b.Seats {
-			seatNos, owners = append(seatNos, s), append(owners, b.ID)
+	defer rows.Close()
+	results := make([]result, 0, n)
+	for rows.Next() {
+		if len(results) == n {
+			return nil, fmt.Errorf("hold on flight %d: more answers than the %d holds", flightID, n)
 		}
-		events[k] = outbox.Event{BookingID: b.ID, Type: outbox.BookingHeld, Data: b.View(), Time: now}
-		results[idx[k]].b = b
-	}
-	// The writes that depend on the bookings' ids go in one round trip.
-	writes := &pgx.Batch{}
-	if len(seatNos) > 0 {
-		// seat_no = ANY($2) lets the planner fetch just these seats by the
-		// primary key, rather than every seat of the flight for a join.
-		writes.Queue(`UPDATE seat s SET status = 'HELD', booking_id = u.booking_id, held_until = $3
-			FROM unnest($2::text[], $4::bigint[]) AS u(seat_no, booking_id)
-			WHERE s.flight_id = $1 AND s.seat_no = ANY($2) AND s.seat_no = u.seat_no
-			  AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= $5))`,
-			flightID, seatNos, bookings[0].HoldExpiresAt, owners, now)
-	}
-	sql, args, err := outbox.InsertMany(events)
-	if err != nil {
-		return nil, err
-	}
-	writes.Queue(sql, args...)
-	var deltas []quotaDelta
-	if lockQuota {
-		sql, args = bucketsUpdate(flightID, buckets)
-	} else {
-		deltas = sumDeltas(plan)
-		sql, args = bucketsIncrement(flightID, deltas)
-	}
-	writes.Queue(sql, args...)
-	wr := tx.SendBatch(ctx, writes)
-	err = func() error {
-		if len(seatNos) > 0 {
-			tag, err := wr.Exec()
+		r := reqs[len(results)].req
+		if rows.RawValues()[0] == nil {
+			b, err := booking.Scan(afterCode{rows})
 			if err != nil {
-				return fmt.Errorf("hold seats on flight %d: %w", flightID, err)
+				return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
 			}
-			if int(tag.RowsAffected()) != len(seatNos) {
-				return fmt.Errorf("hold seats on flight %d: %d of %d seats were free", flightID, tag.RowsAffected(), len(seatNos))
-			}
+			results = append(results, result{b: b})
+			continue
 		}
-		if _, err := wr.Exec(); err != nil {
-			return fmt.Errorf("write %d events: %w", len(events), err)
+		var code, detail *string
+		dest := make([]any, len(rows.FieldDescriptions()))
+		dest[0], dest[1] = &code, &detail
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
 		}
-		tag, err := wr.Exec()
-		if err != nil {
-			return fmt.Errorf("update quota on flight %d: %w", flightID, err)
-		}
-		if !lockQuota && int(tag.RowsAffected()) != len(deltas) {
-			return errQuotaRace
-		}
-		return nil
-	}()
-	// The batch is closed either way; its own error counts only when the
-	// statements went well.
-	if closeErr := wr.Close(); err == nil {
-		err = closeErr
+		results = append(results, result{err: holdError(r, *code, deref(detail))})
 	}
-	if err != nil {
-		return nil, err
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
+	}
+	if len(results) != n {
+		return nil, fmt.Errorf("hold on flight %d: %d answers for %d holds", flightID, len(results), n)
 	}
 	return results, nil
 }
 
-// lockSeatsSQL locks seats $2 of flight $1 in seat order (scanSeats reads
-// its rows).
-const lockSeatsSQL = `SELECT seat_no, fare_class, status, held_until FROM seat
-	WHERE flight_id = $1 AND seat_no = ANY($2) ORDER BY seat_no FOR UPDATE`
+// afterCode scans a row of holdSQL from its booking columns on, for
+// booking.Scan.
+type afterCode struct{ rows pgx.Rows }
 
-// scanSeats reads the rows of lockSeatsSQL.
-func scanSeats(flightID int64, rows pgx.Rows, err error) (map[string]seatRow, error) {
-	if err != nil {
-		return nil, fmt.Errorf("lock seats on flight %d: %w", flightID, err)
-	}
-	out := map[string]seatRow{}
-	var no string
-	var s seatRow
-	_, err = pgx.ForEachRow(rows, []any{&no, &s.class, &s.status, &s.heldUntil}, func() error {
-		out[no] = s
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("lock seats on flight %d: %w", flightID, err)
-	}
-	return out, nil
+func (a afterCode) Scan(dest ...any) error {
+	return a.rows.Scan(append([]any{nil, nil}, dest...)...)
 }
 
-// seatsFree decides whether every seat of r can be held now: it exists, is
-// of r's class, is free (or its hold expired) and no earlier request of the
-// batch took it.
-func seatsFree(r HoldRequest, seats map[string]seatRow, claimed map[string]bool, now time.Time) error {
-	for _, s := range r.Seats {
-		if err := seatClassError(r, s, seats[s].class); err != nil {
-			return err
-		}
+func deref(s *string) string {
+	if s == nil {
+		return ""
 	}
-	for _, s := range r.Seats {
-		st := seats[s]
-		free := st.status == "AVAILABLE" || (st.status == "HELD" && st.heldUntil != nil && !st.heldUntil.After(now))
-		if !free || claimed[s] {
-			return seatsTaken(r)
-		}
-	}
-	return nil
+	return *s
 }
 
-// decide judges each request against the flight, the locked seats, the
-// buckets and the requests before it, and returns the result of each
-// (errors only; bookings come later), the holds to write and which request
-// each serves. With locked buckets it may move share between them; without,
-// a request that would need it stops the decision and moved is true.
-func decide(reqs []HoldRequest, info *flightInfo, seats map[string]seatRow, buckets map[string][]bucket, now time.Time,
-	locked bool) (results []result, plan []planned, idx []int, moved bool) {
-	results = make([]result, len(reqs))
-	claimed := map[string]bool{}
-	for i := range reqs {
-		r := reqs[i]
-		if _, results[i].err = info.check(&r, now); results[i].err != nil {
-			continue
-		}
-		if results[i].err = seatsFree(r, seats, claimed, now); results[i].err != nil {
-			continue
-		}
-		bs := buckets[r.FareClass]
-		target := roomiest(bs)
-		if !locked && bucketRoom(bs, target) < r.Units() && classRoom(bs) >= r.Units() {
-			return nil, nil, nil, true
-		}
-		if !allocate(bs, target, r.Units()) {
-			results[i].err = soldOut(info.id, r.FareClass, r.Units())
-			continue
-		}
-		for _, s := range r.Seats {
-			claimed[s] = true
-		}
-		plan = append(plan, planned{req: r, fare: info.fares[r.FareClass], bucket: target})
-		idx = append(idx, i)
+// holdError words the error code hold_flight gave request r.
+func holdError(r HoldRequest, code, detail string) error {
+	switch code {
+	case "no_flight":
+		return fault.Invalid("flightId", "no flight %d", r.FlightID)
+	case "no_class":
+		return fault.Invalid("fareClass", "flight %d has no fare class %s", r.FlightID, r.FareClass)
+	case "departed":
+		return fault.Invalid("flightId", "flight %d has departed", r.FlightID)
+	case "queued":
+		return queuedError(r.FlightID, r.FareClass)
+	case "no_seat":
+		return seatClassError(r, detail, "")
+	case "seat_class":
+		seat, class, _ := strings.Cut(detail, " ")
+		return seatClassError(r, seat, class)
+	case "seats_taken":
+		return seatsTaken(r)
+	case "sold_out":
+		return soldOut(r.FlightID, r.FareClass, r.Units())
+	case "key_in_use":
+		return pg.KeyTakenOver()
 	}
-	return results, plan, idx, false
+	return fmt.Errorf("hold on flight %d: unknown answer %q", r.FlightID, code)
 }

@@ -2,14 +2,16 @@ package flight
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/pg"
@@ -63,17 +65,12 @@ func TestHoldBatchDecidesEachRequestAlone(t *testing.T) {
 	}
 	want := []fault.Code{"", fault.SeatUnavailable, "", fault.ValidationFailed, fault.ValidationFailed, "",
 		fault.SoldOut, fault.ValidationFailed, ""}
-	var results []result
-	err := pg.InTx(context.Background(), pool, func(tx pgx.Tx) error {
-		for i := range reqs {
-			if err := reqs[i].Validate(); err != nil {
-				t.Fatal(err)
-			}
+	for i := range reqs {
+		if err := reqs[i].Validate(); err != nil {
+			t.Fatal(err)
 		}
-		var err error
-		results, err = holdBatch(context.Background(), tx, id, reqs, epoch, 10*time.Minute, false)
-		return err
-	})
+	}
+	results, err := holdBatch(context.Background(), pool, id, calls(reqs), epoch, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +96,25 @@ func TestHoldBatchDecidesEachRequestAlone(t *testing.T) {
 	}
 }
 
+// calls wraps requests for holdBatch, without Idempotency-Keys.
+func calls(reqs []HoldRequest) []*call {
+	out := make([]*call, len(reqs))
+	for i, r := range reqs {
+		out[i] = &call{ctx: context.Background(), req: r}
+	}
+	return out
+}
+
+// useQuota adds n held units to each bucket of class on flight id, as
+// earlier holds would have.
+func useQuota(t *testing.T, pool *pgxpool.Pool, id int64, class string, n int) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `UPDATE fare_bucket SET held = held + $3 WHERE flight_id = $1 AND fare_class = $2`,
+		id, class, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A hold that fits the class but no single bucket moves quota share into
 // its bucket, in a batch and alone; the shares still add up exactly.
 func TestBucketsNeverRefuseWhatTheClassCanTake(t *testing.T) {
@@ -108,53 +124,40 @@ func TestBucketsNeverRefuseWhatTheClassCanTake(t *testing.T) {
 	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 9, Buckets: 3})
 	ctx := context.Background()
 	// Two units in each bucket: 3 of 9 left, one per bucket.
-	for b := int16(0); b < 3; b++ {
-		err := pg.InTx(ctx, pool, func(tx pgx.Tx) error {
-			return takeQuota(ctx, tx, id, "ECONOMY", b, 2)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Alone: three units into bucket 1, which has room for one.
-	err := pg.InTx(ctx, pool, func(tx pgx.Tx) error { return takeQuota(ctx, tx, id, "ECONOMY", 1, 3) })
-	if err != nil {
+	useQuota(t, pool, id, "ECONOMY", 2)
+	// Alone: three units, which no bucket has room for.
+	if _, err := svc.Hold(ctx, HoldRequest{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Quantity: 3}); err != nil {
 		t.Fatalf("a hold the class can take was refused: %v", err)
 	}
-	err = pg.InTx(ctx, pool, func(tx pgx.Tx) error { return takeQuota(ctx, tx, id, "ECONOMY", 2, 1) })
+	_, err := svc.Hold(ctx, HoldRequest{CustomerID: 2, FlightID: id, FareClass: "ECONOMY", Quantity: 1})
 	if !fault.Is(err, fault.SoldOut) {
 		t.Fatalf("a hold past the class quota: err %v, want sold_out", err)
 	}
-	var quota, used int
-	if err := pool.QueryRow(ctx, `SELECT sum(quota), sum(held) FROM fare_bucket WHERE flight_id = $1`, id).Scan(&quota, &used); err != nil {
+	var quota, used, moved int
+	if err := pool.QueryRow(ctx, `SELECT sum(quota), sum(held), count(*) FILTER (WHERE quota <> 3) FROM fare_bucket WHERE flight_id = $1`,
+		id).Scan(&quota, &used, &moved); err != nil {
 		t.Fatal(err)
 	}
-	if quota != 9 || used != 9 {
-		t.Errorf("shares %d, held %d; want 9 and 9", quota, used)
+	if quota != 9 || used != 9 || moved == 0 {
+		t.Errorf("shares %d, held %d, %d shares moved; want 9, 9 and some", quota, used, moved)
 	}
 
-	// In a batch: a fresh class, 3 buckets of 2, one unit left in each.
+	// In a batch: a fresh class, 3 buckets of 2, one unit left in each;
+	// the first request moves share, the second finds the class full.
 	id2 := newTestFlight(t, svc, NewFare{Class: "PREMIUM", Price: 100, Capacity: 6, Buckets: 3})
-	err = pg.InTx(ctx, pool, func(tx pgx.Tx) error {
-		for b := int16(0); b < 3; b++ {
-			if err := takeQuota(ctx, tx, id2, "PREMIUM", b, 1); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reqs := []HoldRequest{{CustomerID: 1, FlightID: id2, FareClass: "PREMIUM", Quantity: 3}}
-	var results []result
-	err = pg.InTx(ctx, pool, func(tx pgx.Tx) error {
-		var err error
-		results, err = holdBatch(ctx, tx, id2, reqs, epoch, time.Minute, false)
-		return err
-	})
+	useQuota(t, pool, id2, "PREMIUM", 1)
+	results, err := holdBatch(ctx, pool, id2, calls([]HoldRequest{
+		{CustomerID: 1, FlightID: id2, FareClass: "PREMIUM", Quantity: 3},
+		{CustomerID: 2, FlightID: id2, FareClass: "PREMIUM", Quantity: 1},
+	}), epoch, time.Minute)
 	if err != nil || results[0].err != nil {
-		t.Fatalf("batch hold of what the class can take: %v / %v", err, results[0].err)
+		t.Fatalf("batch hold of what the class can take: %v / %v", err, results)
+	}
+	if !fault.Is(results[1].err, fault.SoldOut) {
+		t.Errorf("second hold of the batch: %v, want sold_out", results[1].err)
+	}
+	if b := results[0].b; b.Quantity != 3 || b.Amount != 300 {
+		t.Errorf("booking = %+v, want 3 units for 300", b)
 	}
 }
 
@@ -189,7 +192,7 @@ func TestChangeFareRespreadsRoom(t *testing.T) {
 	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
 	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 10})
 	ctx := context.Background()
-	if err := pg.InTx(ctx, pool, func(tx pgx.Tx) error { return takeQuota(ctx, tx, id, "ECONOMY", 0, 4) }); err != nil {
+	if _, err := svc.Hold(ctx, HoldRequest{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Quantity: 4}); err != nil {
 		t.Fatal(err)
 	}
 	four, two := 4, 2
@@ -204,8 +207,9 @@ func TestChangeFareRespreadsRoom(t *testing.T) {
 	if _, err := svc.ChangeFare(ctx, id, "ECONOMY", FareChange{Buckets: &one}); !fault.Is(err, fault.ValidationFailed) {
 		t.Errorf("shrinking buckets: err %v, want validation_failed", err)
 	}
-	// Lowering the limit below what is used is refused.
-	if err := pg.InTx(ctx, pool, func(tx pgx.Tx) error { return takeQuota(ctx, tx, id, "ECONOMY", 3, 7) }); err != nil {
+	// Lowering the limit below what is used is refused (7 units: more
+	// than any bucket's 2, so share moves).
+	if _, err := svc.Hold(ctx, HoldRequest{CustomerID: 2, FlightID: id, FareClass: "ECONOMY", Quantity: 7}); err != nil {
 		t.Fatal(err)
 	}
 	zero := 0
@@ -214,99 +218,117 @@ func TestChangeFareRespreadsRoom(t *testing.T) {
 	}
 }
 
-// A batch decides on counters it read without a lock; when another
-// transaction takes that room before the batch's counter update, the
-// batch fails as a whole (nothing of it stays) and the coalescer decides
-// again with the counters locked: the holds are then refused, not sold.
-func TestBatchThatLostItsRoomIsDecidedAgain(t *testing.T) {
+// A batch waits for the counter rows another transaction holds, and
+// decides on what that transaction committed: here the class's last two
+// units are gone, and both holds of the batch are refused, not sold.
+func TestBatchWaitsForTheCounterRow(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
 	ctx := context.Background()
-	reqs := func(id int64) []HoldRequest {
-		return []HoldRequest{
-			{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Quantity: 1},
-			{CustomerID: 2, FlightID: id, FareClass: "ECONOMY", Quantity: 1},
-		}
-	}
-	// takeRoomDuring takes the class's last two units in a transaction
-	// that commits only once batch is waiting for the counter row.
-	takeRoomDuring := func(t *testing.T, id int64, batch func() error) error {
-		t.Helper()
-		other, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = other.Rollback(ctx) }()
-		if _, err := other.Exec(ctx, `UPDATE fare_bucket SET held = held + 2 WHERE flight_id = $1`, id); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- batch() }()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			var waiting int
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-				t.Fatal(err)
-			}
-			if waiting > 0 {
-				break
-			}
-			select {
-			case err := <-done:
-				t.Fatalf("the batch finished without waiting for the counter row: %v", err)
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the batch never waited for the counter row")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if err := other.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return <-done
-	}
-	counts := func(t *testing.T, id int64) (held, bookings int) {
-		t.Helper()
-		if err := pool.QueryRow(ctx, `SELECT (SELECT sum(held) FROM fare_bucket WHERE flight_id = $1),
-			(SELECT count(*) FROM booking WHERE flight_id = $1)`, id).Scan(&held, &bookings); err != nil {
-			t.Fatal(err)
-		}
-		return held, bookings
-	}
-
 	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 2})
-	err := takeRoomDuring(t, id, func() error {
-		return pg.InTx(ctx, pool, func(tx pgx.Tx) error {
-			_, err := holdBatch(ctx, tx, id, reqs(id), epoch, time.Minute, false)
-			return err
-		})
-	})
-	if !errors.Is(err, errQuotaRace) {
-		t.Fatalf("batch err = %v, want errQuotaRace", err)
-	}
-	if held, bookings := counts(t, id); held != 2 || bookings != 0 {
-		t.Errorf("held %d, bookings %d; want 2 (the other transaction's) and none", held, bookings)
-	}
-
-	// Through the coalescer: the same race ends in two sold_out answers.
-	id = newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 2})
-	c := newCoalescer(svc, 64, 2, 0, 0, nil)
-	var batch []*call
-	for _, r := range reqs(id) {
-		batch = append(batch, &call{ctx: ctx, req: r, done: make(chan struct{})})
-	}
-	if err := takeRoomDuring(t, id, func() error { c.flush(id, batch); return nil }); err != nil {
+	other, err := pool.Begin(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = other.Rollback(ctx) }()
+	if _, err := other.Exec(ctx, `UPDATE fare_bucket SET held = held + 2 WHERE flight_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	c := newCoalescer(svc, 64, 2, 0, 0, nil)
+	batch := calls([]HoldRequest{
+		{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Quantity: 1},
+		{CustomerID: 2, FlightID: id, FareClass: "ECONOMY", Quantity: 1},
+	})
+	for _, cl := range batch {
+		cl.done = make(chan struct{})
+	}
+	done := make(chan struct{})
+	go func() { c.flush(id, batch); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case <-done:
+			t.Fatal("the batch finished without waiting for the counter row")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the batch never waited for the counter row")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
 	for i, cl := range batch {
 		if !fault.Is(cl.err, fault.SoldOut) || cl.b != nil {
 			t.Errorf("hold %d: booking %v err %v, want sold_out", i, cl.b, cl.err)
 		}
 	}
-	if held, bookings := counts(t, id); held != 2 || bookings != 0 {
-		t.Errorf("held %d, bookings %d; want 2 and none", held, bookings)
+	var held, bookings int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT sum(held) FROM fare_bucket WHERE flight_id = $1),
+		(SELECT count(*) FROM booking WHERE flight_id = $1)`, id).Scan(&held, &bookings); err != nil {
+		t.Fatal(err)
+	}
+	if held != 2 || bookings != 0 {
+		t.Errorf("held %d, bookings %d; want 2 (the other transaction's) and none", held, bookings)
+	}
+}
+
+// The booking.held event the database writes carries exactly the JSON Go
+// renders for the same booking (booking.View), which the consumers read:
+// seat and quantity holds, times with and without a fraction of a second.
+func TestHeldEventIsTheBookingsView(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	clk := clock.NewFake(epoch)
+	svc := NewService(pool, clk, Config{HoldTTL: 10 * time.Minute})
+	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 1_500_000, Capacity: 9, Seats: []string{"1A", "1B", "10C"}})
+	ctx := context.Background()
+	var made []*booking.Booking
+	for i, step := range []struct {
+		at  time.Duration
+		req HoldRequest
+	}{
+		{123456 * time.Microsecond, HoldRequest{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Seats: []string{"10C", "1A"}}},
+		{120 * time.Millisecond, HoldRequest{CustomerID: 2, FlightID: id, FareClass: "ECONOMY", Quantity: 3}},
+		{time.Second, HoldRequest{CustomerID: 3, FlightID: id, FareClass: "ECONOMY", Seats: []string{"1B"}}},
+	} {
+		clk.Set(epoch.Add(step.at))
+		b, err := svc.Hold(ctx, step.req)
+		if err != nil {
+			t.Fatalf("hold %d: %v", i, err)
+		}
+		made = append(made, b)
+	}
+	for _, b := range made {
+		stored, err := booking.Scan(pool.QueryRow(ctx, `SELECT `+booking.Columns+` FROM booking WHERE id = $1`, b.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []booking.View{b.View(), stored.View()} {
+			want, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var same bool
+			var got string
+			if err := pool.QueryRow(ctx, `SELECT payload = $2::jsonb, payload::text FROM outbox WHERE booking_id = $1 AND type = 'booking.held'`,
+				b.ID, string(want)).Scan(&same, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !same {
+				t.Errorf("booking %d: event payload\n%s\nwant (booking.View)\n%s", b.ID, got, want)
+			}
+		}
 	}
 }

@@ -6,24 +6,21 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
-	"berth.dev/berth/internal/pg"
 )
 
-// coalescer turns concurrent holds on the same flight into one transaction
+// coalescer turns concurrent holds on the same flight into one statement
 // per batch, like a group commit: the first hold of a flight starts a
 // flush at once, holds that arrive while it runs wait and go together in
-// the next, up to maxBatch. One commit then serves many holds, and the hot
-// rows are locked once per batch instead of once per hold. Up to flushes
-// batches of a flight run at once: each locks the counter row only with
-// its last statement, so one does its reads and writes while another
-// waits for its commit. Each hold is still all or nothing, and PostgreSQL
-// still decides (holdBatch); across processes, batches queue on the same
-// row locks as single holds would.
+// the next, up to maxBatch. One round trip and one commit then serve many
+// holds, and the hot rows are locked once per batch instead of once per
+// hold. Up to flushes batches of a flight run at once: one is sent while
+// another's commit is written. Each hold is still all or nothing, and
+// PostgreSQL decides (holdBatch); across processes, batches queue on the
+// same row locks as single holds would.
 type coalescer struct {
 	svc      *Service
 	maxBatch int
@@ -38,14 +35,14 @@ type coalescer struct {
 	queueWait time.Duration
 	sizes     prometheus.Histogram
 	fallback  prometheus.Counter
-	retried   prometheus.Counter
 	shed      prometheus.Counter
 
-	mu    sync.Mutex
-	lanes map[int64]*lane
+	mu     sync.Mutex
+	queues map[int64]*flightQueue
 }
 
-type lane struct {
+// flightQueue is one flight's holds waiting for a batch.
+type flightQueue struct {
 	waiting []*call
 	running int // flushing goroutines
 }
@@ -60,19 +57,15 @@ type call struct {
 
 func newCoalescer(svc *Service, maxBatch, flushes int, linger, queueWait time.Duration, reg prometheus.Registerer) *coalescer {
 	c := &coalescer{svc: svc, maxBatch: maxBatch, flushes: flushes, linger: linger, regroup: 2 * time.Millisecond, queueWait: queueWait,
-		lanes: map[int64]*lane{},
+		queues: map[int64]*flightQueue{},
 		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "berth_hold_batch_size",
-			Help:    "Holds per coalesced transaction.",
+			Help:    "Holds per coalesced batch (one statement).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
 		}),
 		fallback: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "berth_hold_batch_fallbacks_total",
-			Help: "Coalesced transactions that failed as a whole and were retried one hold at a time.",
-		}),
-		retried: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "berth_hold_batch_retries_total",
-			Help: "Coalesced transactions tried again with the fare counters locked because another took the room they counted on.",
+			Help: "Coalesced batches that failed as a whole and were retried one hold at a time.",
 		}),
 		shed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "berth_hold_batch_shed_total",
@@ -80,7 +73,7 @@ func newCoalescer(svc *Service, maxBatch, flushes int, linger, queueWait time.Du
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(c.sizes, c.fallback, c.retried, c.shed)
+		reg.MustRegister(c.sizes, c.fallback, c.shed)
 	}
 	return c
 }
@@ -88,19 +81,19 @@ func newCoalescer(svc *Service, maxBatch, flushes int, linger, queueWait time.Du
 func (c *coalescer) hold(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
 	cl := &call{ctx: ctx, req: r, done: make(chan struct{})}
 	c.mu.Lock()
-	l, ok := c.lanes[r.FlightID]
+	q, ok := c.queues[r.FlightID]
 	if !ok {
-		l = &lane{}
-		c.lanes[r.FlightID] = l
+		q = &flightQueue{}
+		c.queues[r.FlightID] = q
 	}
-	l.waiting = append(l.waiting, cl)
-	start := l.running < c.flushes
+	q.waiting = append(q.waiting, cl)
+	start := q.running < c.flushes
 	if start {
-		l.running++
+		q.running++
 	}
 	c.mu.Unlock()
 	if start {
-		go c.run(r.FlightID, l)
+		go c.run(r.FlightID, q)
 	}
 	var queued <-chan time.Time
 	if c.queueWait > 0 {
@@ -129,42 +122,42 @@ func (c *coalescer) hold(ctx context.Context, r HoldRequest) (*booking.Booking, 
 	}
 }
 
-// unqueue takes cl out of its lane if no batch has taken it yet.
+// unqueue takes cl out of its flight's queue if no batch has taken it yet.
 func (c *coalescer) unqueue(flightID int64, cl *call) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l, ok := c.lanes[flightID]
+	q, ok := c.queues[flightID]
 	if !ok {
 		return false
 	}
-	for i, w := range l.waiting {
+	for i, w := range q.waiting {
 		if w == cl {
-			l.waiting = append(l.waiting[:i], l.waiting[i+1:]...)
+			q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
 			return true
 		}
 	}
 	return false
 }
 
-// run flushes the lane's waiting holds until none are left. After a batch
+// run flushes the queue's waiting holds until none are left. After a batch
 // of several holds it lingers a moment before the next flush: the callers
 // it just answered tend to come back together, and one flush for all of
-// them beats a flush for the first alone and another for the rest. A lane
+// them beats a flush for the first alone and another for the rest. A queue
 // that was idle flushes its first hold at once.
-func (c *coalescer) run(flightID int64, l *lane) {
+func (c *coalescer) run(flightID int64, q *flightQueue) {
 	if c.linger > 0 {
 		time.Sleep(c.linger)
 	}
 	last := 0
 	for {
 		if last > 1 && c.regroup > 0 {
-			c.awaitGroup(l, last, time.Now().Add(c.regroup))
+			c.awaitGroup(q, last, time.Now().Add(c.regroup))
 		}
 		c.mu.Lock()
 		var batch []*call
-		for len(l.waiting) > 0 && len(batch) < c.maxBatch {
-			cl := l.waiting[0]
-			l.waiting = l.waiting[1:]
+		for len(q.waiting) > 0 && len(batch) < c.maxBatch {
+			cl := q.waiting[0]
+			q.waiting = q.waiting[1:]
 			if cl.ctx.Err() != nil {
 				cl.err = cl.ctx.Err()
 				close(cl.done)
@@ -173,8 +166,8 @@ func (c *coalescer) run(flightID int64, l *lane) {
 			batch = append(batch, cl)
 		}
 		if len(batch) == 0 {
-			if l.running--; l.running == 0 {
-				delete(c.lanes, flightID)
+			if q.running--; q.running == 0 {
+				delete(c.queues, flightID)
 			}
 			c.mu.Unlock()
 			return
@@ -185,13 +178,13 @@ func (c *coalescer) run(flightID int64, l *lane) {
 	}
 }
 
-// awaitGroup waits until the lane holds as many holds as the last batch
+// awaitGroup waits until the queue holds as many holds as the last batch
 // (or maxBatch), or until the deadline: the regrouping pause after a batch.
-func (c *coalescer) awaitGroup(l *lane, want int, deadline time.Time) {
+func (c *coalescer) awaitGroup(q *flightQueue, want int, deadline time.Time) {
 	want = min(want, c.maxBatch)
 	for {
 		c.mu.Lock()
-		n := len(l.waiting)
+		n := len(q.waiting)
 		c.mu.Unlock()
 		if n >= want || !time.Now().Before(deadline) {
 			return
@@ -207,52 +200,14 @@ func (c *coalescer) flush(flightID int64, batch []*call) {
 		}
 	}()
 	c.sizes.Observe(float64(len(batch)))
-	if len(batch) == 1 {
-		cl := batch[0]
-		cl.b, cl.err = c.svc.holdAlone(cl.ctx, cl.req)
-		return
-	}
-	reqs := make([]HoldRequest, len(batch))
-	for i, cl := range batch {
-		reqs[i] = cl.req
-	}
 	// The batch outlives any one caller's cancellation but keeps the values
 	// of the first request's context (such as its connection-wait budget).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), 30*time.Second)
 	defer cancel()
-	var results []result
-	try := func(lockQuota bool) error {
-		return pg.InTx(ctx, c.svc.pool, func(tx pgx.Tx) error {
-			var err error
-			results, err = holdBatch(ctx, tx, flightID, reqs, c.svc.clock.Now(), c.svc.holdTTL, lockQuota)
-			if err != nil {
-				return err
-			}
-			// Each request's Idempotency-Key learns, with the batch, what
-			// it made; a key lost to a retry fails the batch, which is then
-			// held one by one.
-			for i, cl := range batch {
-				claim, ok := pg.KeyClaimOf(cl.ctx)
-				if !ok || results[i].err != nil {
-					continue
-				}
-				if err := pg.RecordEffectOf(ctx, tx, claim, booking.EffectOf(results[i].b.ID)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	err := try(false)
-	if errors.Is(err, errQuotaRace) {
-		// Another transaction took the room the batch counted on: decide
-		// again with the counters locked.
-		c.retried.Inc()
-		err = try(true)
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		// No connection within the shed budget (or the database is stuck):
-		// every hold of the batch would wait the same way alone.
+	results, err := c.svc.holdMany(ctx, flightID, batch)
+	if err != nil && (len(batch) == 1 || errors.Is(err, context.DeadlineExceeded)) {
+		// Alone, or no connection within the shed budget (or the database
+		// is stuck): every hold of the batch would wait the same way alone.
 		for _, cl := range batch {
 			cl.err = err
 		}
@@ -260,7 +215,7 @@ func (c *coalescer) flush(flightID int64, batch []*call) {
 	}
 	if err != nil {
 		// Something no single request explains: give each its own
-		// transaction so that one cannot fail the others.
+		// statement so that one cannot fail the others.
 		c.fallback.Inc()
 		c.svc.log.Warn("coalesced hold failed; retrying one by one", "flight", flightID, "holds", len(batch), "err", err)
 		for _, cl := range batch {

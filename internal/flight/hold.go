@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
@@ -78,8 +77,8 @@ func (r *HoldRequest) Units() int {
 }
 
 // Hold holds one request. With coalescing on, concurrent holds of the same
-// flight share one transaction (see coalescer); otherwise, or when the
-// shared transaction fails, the request gets a transaction of its own.
+// flight share one statement (see coalescer); otherwise the request is a
+// batch of one: the same statement, the same rules (holdBatch).
 func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
@@ -90,16 +89,26 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 	return s.holdAlone(ctx, r)
 }
 
+// holdAlone holds r as a batch of one.
 func (s *Service) holdAlone(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
-	var b *booking.Booking
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		if b, err = HoldTx(ctx, tx, r, s.clock.Now(), s.holdTTL); err != nil {
-			return err
+	results, err := s.holdMany(ctx, r.FlightID, []*call{{ctx: ctx, req: r}})
+	if err != nil {
+		return nil, err
+	}
+	return results[0].b, results[0].err
+}
+
+// holdMany runs holdBatch on the pool, and again when PostgreSQL broke a
+// deadlock by failing it (it locks in the order every transaction does,
+// so this is the same safety net pg.InTx gives a transaction).
+func (s *Service) holdMany(ctx context.Context, flightID int64, calls []*call) ([]result, error) {
+	for attempt := 1; ; attempt++ {
+		results, err := holdBatch(ctx, s.pool, flightID, calls, s.clock.Now(), s.holdTTL)
+		state := pg.State(err)
+		if err == nil || attempt == 3 || (state != pg.DeadlockDetected && state != pg.SerializationFailure) {
+			return results, err
 		}
-		return pg.RecordEffect(ctx, tx, booking.EffectOf(b.ID))
-	})
-	return b, err
+	}
 }
 
 // fareInfo is what a hold needs to know of a fare class, read without locks.
@@ -107,7 +116,6 @@ type fareInfo struct {
 	price    int64
 	currency string
 	rule     string
-	buckets  int
 	// queued: the class's waitlist has WAITING entries, so whatever room
 	// it has is kept for the line (an entry that does not fit yet), and
 	// the class is sold out to anyone not in the line.
@@ -124,7 +132,6 @@ type flightInfo struct {
 // flightInfoSQL reads what holds on a flight ($1) need, for the fare
 // classes $2 (scanFlightInfo reads its rows).
 const flightInfoSQL = `SELECT f.departure_at, fi.fare_class, fi.price, fi.currency, fi.refund_rule::text,
-		(SELECT count(*) FROM fare_bucket b WHERE b.flight_id = f.id AND b.fare_class = fi.fare_class),
 		EXISTS (SELECT 1 FROM waitlist w WHERE w.flight_id = f.id AND w.fare_class = fi.fare_class AND w.status = 'WAITING')
 	FROM flight f LEFT JOIN fare_inventory fi ON fi.flight_id = f.id AND fi.fare_class = ANY($2)
 	WHERE f.id = $1`
@@ -146,13 +153,12 @@ func scanFlightInfo(flightID int64, rows pgx.Rows, err error) (*flightInfo, erro
 	var (
 		class, currency, rule *string
 		price                 *int64
-		buckets               int
 		queued                bool
 	)
-	_, err = pgx.ForEachRow(rows, []any{&info.departure, &class, &price, &currency, &rule, &buckets, &queued}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&info.departure, &class, &price, &currency, &rule, &queued}, func() error {
 		found = true
 		if class != nil {
-			info.fares[*class] = fareInfo{price: *price, currency: *currency, rule: *rule, buckets: buckets, queued: queued}
+			info.fares[*class] = fareInfo{price: *price, currency: *currency, rule: *rule, queued: queued}
 		}
 		return nil
 	})
@@ -165,7 +171,8 @@ func scanFlightInfo(flightID int64, rows pgx.Rows, err error) (*flightInfo, erro
 	return info, nil
 }
 
-// check refuses a request the flight cannot serve at all.
+// check refuses a request the flight cannot serve at all, for a waitlist
+// join (a hold is decided by hold_flight, see holdBatch).
 func (f *flightInfo) check(r *HoldRequest, now time.Time) (fareInfo, error) {
 	fare, ok := f.fares[r.FareClass]
 	switch {
@@ -174,97 +181,9 @@ func (f *flightInfo) check(r *HoldRequest, now time.Time) (fareInfo, error) {
 	case !f.departure.After(now):
 		return fare, fault.Invalid("flightId", "flight %d has departed", f.id)
 	case fare.queued:
-		return fare, fault.New(fault.SoldOut, "fare class %s of flight %d is sold out: its waitlist is waiting", r.FareClass, f.id)
+		return fare, queuedError(f.id, r.FareClass)
 	}
 	return fare, nil
-}
-
-// HoldTx holds one validated request within tx, all or nothing, in a
-// transaction of its own: every seat is held and the class quota reserved,
-// or tx must be rolled back. This is the design every request pays when
-// holds are not coalesced. The price is the server's: the fare's price
-// times the units held.
-//
-// The hot fare counter is updated last, so its row lock is held only for
-// the rest of the commit: seats (locked in seat order) and the booking row
-// come first. Returns fault.ValidationFailed (unknown flight, class or
-// seat; departed flight), fault.SeatUnavailable or fault.SoldOut.
-func HoldTx(ctx context.Context, tx pgx.Tx, r HoldRequest, now time.Time, ttl time.Duration) (*booking.Booking, error) {
-	info, err := loadFlight(ctx, tx, r.FlightID, []string{r.FareClass})
-	if err != nil {
-		return nil, err
-	}
-	fare, err := info.check(&r, now)
-	if err != nil {
-		return nil, err
-	}
-	b := chooseBucket(fare.buckets)
-	ps := []planned{{req: r, fare: fare, bucket: b}}
-	// Two pipelined round trips write the hold, in the lock order of
-	// every transaction (booking row, seats by seat number, counter): the
-	// booking and its seats, then its event and the counter, whose lock is
-	// so held only until the commit. Each statement stays conditional and
-	// is judged by its row count, as alone.
-	insertSQL, insertArgs := insertBookingsSQL(info, ps, now, ttl)
-	first := &pgx.Batch{}
-	first.Queue(insertSQL, insertArgs...)
-	if r.Seats != nil {
-		first.Queue(holdSeatsSQL, r.FlightID, r.Seats, r.FareClass, holdExpiry(info, now, ttl), now)
-	}
-	bs, seatsHeld, err := sendFirst(ctx, tx, first, info, ps, r.Seats != nil)
-	if err != nil {
-		return nil, err
-	}
-	if r.Seats != nil && seatsHeld != len(r.Seats) {
-		return nil, whySeatsUnavailable(ctx, tx, r)
-	}
-	second := &pgx.Batch{}
-	if err := booking.Queue(second, bs[0], now); err != nil {
-		return nil, err
-	}
-	second.Queue(takeQuotaSQL, r.FlightID, r.FareClass, b, r.Units())
-	br := tx.SendBatch(ctx, second)
-	_, err = br.Exec()
-	var tag pgconn.CommandTag
-	if err == nil {
-		tag, err = br.Exec()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("hold on flight %d: write event and reserve quota: %w", r.FlightID, err)
-	}
-	if tag.RowsAffected() != 1 {
-		if err := moveQuota(ctx, tx, r.FlightID, r.FareClass, b, r.Units()); err != nil {
-			return nil, err
-		}
-	}
-	return bs[0], nil
-}
-
-// sendFirst sends a single hold's first pipeline: the booking's insert and,
-// for a seat hold, the seats' update; it returns the booking and how many
-// seats it took.
-func sendFirst(ctx context.Context, tx pgx.Tx, batch *pgx.Batch, info *flightInfo, ps []planned, seats bool) ([]*booking.Booking, int, error) {
-	br := tx.SendBatch(ctx, batch)
-	bs, err := scanBookings(br.Query())
-	if err == nil {
-		err = checkOrder(bs, ps)
-	}
-	held := 0
-	if err == nil && seats {
-		var tag pgconn.CommandTag
-		tag, err = br.Exec()
-		held = int(tag.RowsAffected())
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("hold on flight %d: %w", info.id, err)
-	}
-	return bs, held, nil
 }
 
 // planned is a hold that will be written: the request, its fare and the
@@ -356,19 +275,6 @@ func checkOrder(out []*booking.Booking, ps []planned) error {
 	return nil
 }
 
-// holdSeatsSQL takes every requested seat ($2, of class $3 on flight $1)
-// for the booking this session inserted last, held until $4: a seat is
-// taken only if it is available, or held by a hold expired at $5 (which
-// need not wait for the sweeper). The rows are locked in seat order first.
-// A single hold pipelines it right behind its booking's insert; fewer rows
-// than seats means the hold fails.
-const holdSeatsSQL = `WITH locked AS (
-		SELECT seat_no FROM seat WHERE flight_id = $1 AND seat_no = ANY($2) ORDER BY seat_no FOR UPDATE)
-	UPDATE seat s SET status = 'HELD', booking_id = currval(pg_get_serial_sequence('booking', 'id')), held_until = $4
-	FROM locked l
-	WHERE s.flight_id = $1 AND s.seat_no = l.seat_no AND s.fare_class = $3
-	  AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= $5))`
-
 // whySeatsUnavailable tells a client whose seats could not all be held
 // whether it asked for something that does not exist (422) or lost to
 // someone else (409).
@@ -390,6 +296,11 @@ func whySeatsUnavailable(ctx context.Context, tx pgx.Tx, r HoldRequest) error {
 		}
 	}
 	return seatsTaken(r)
+}
+
+// queuedError is the error of a hold of a class whose waitlist waits.
+func queuedError(flightID int64, class string) error {
+	return fault.New(fault.SoldOut, "fare class %s of flight %d is sold out: its waitlist is waiting", class, flightID)
 }
 
 // seatsTaken is the error of a request whose seats, all of its class, are

@@ -261,3 +261,61 @@ func twoSeatsHeldByOneBooking(t *testing.T, pool *pgxpool.Pool, flightID int64, 
 		t.Fatalf("round %d: %d seats held by %d bookings, want 2 by 1", round, heldSeats, owners)
 	}
 }
+
+// Seat holds and quantity holds of one class, released together on one
+// flight whose quota is split into buckets too small for a quantity hold:
+// every quantity hold that wins moves share between buckets, nothing is
+// sold twice or past the quota, and the counters match the bookings.
+func TestMixedSeatAndQuantityHoldsMoveShareUnderContention(t *testing.T) {
+	t.Parallel()
+	modes(t, testMixedHolds)
+}
+
+func testMixedHolds(t *testing.T, o apptest.Options) {
+	s := apptest.Start(t, o)
+	// 12 seats, 6 buckets of 2: a quantity of 3 fits no bucket alone.
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(1, 2, "ABCDEF"), Buckets: 6})
+	pairs := [][]string{{"1A", "1B"}, {"1C", "1D"}, {"1E", "1F"}}
+	const buyers = 40
+	rs := apptest.Race(buyers, func(i int) *apptest.Response {
+		body := holdQty(flightID, "ECONOMY", 3)
+		if i%2 == 0 {
+			body = hold(flightID, "ECONOMY", pairs[i/2%len(pairs)]...)
+		}
+		return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(100+i)), Body: body})
+	})
+	seatWins, qtyWins := 0, 0
+	for i, r := range rs {
+		switch {
+		case r.Status == http.StatusCreated && i%2 == 0:
+			seatWins++
+		case r.Status == http.StatusCreated:
+			qtyWins++
+		case r.Status == http.StatusConflict && (r.Code() == "seat_unavailable" || r.Code() == "sold_out"):
+		default:
+			t.Fatalf("hold %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	// At most the three pairs go by seat (6 units): at least 6 units are
+	// left for quantity holds, each of which needs share moved.
+	if seatWins > len(pairs) || qtyWins < 2 || 2*seatWins+3*qtyWins > 12 {
+		t.Errorf("%d seat holds and %d quantity holds won; want at most 3, at least 2, at most 12 units", seatWins, qtyWins)
+	}
+	pool := s.App.Pool
+	var held, units, quota, heldSeats, seatUnits int
+	if err := pool.QueryRow(context.Background(), `SELECT
+			(SELECT sum(held) FROM fare_bucket WHERE flight_id = $1),
+			(SELECT sum(quota) FROM fare_bucket WHERE flight_id = $1),
+			(SELECT coalesce(sum(quantity), 0) FROM booking WHERE flight_id = $1 AND status = 'HELD'),
+			(SELECT count(*) FROM seat s JOIN booking b ON b.id = s.booking_id AND s.seat_no = ANY (b.seats)
+				WHERE s.flight_id = $1 AND s.status = 'HELD' AND b.status = 'HELD'),
+			(SELECT coalesce(sum(cardinality(seats)), 0) FROM booking WHERE flight_id = $1 AND status = 'HELD')`,
+		flightID).Scan(&held, &quota, &units, &heldSeats, &seatUnits); err != nil {
+		t.Fatal(err)
+	}
+	if held != 2*seatWins+3*qtyWins || units != held || quota != 12 || heldSeats != 2*seatWins || seatUnits != heldSeats {
+		t.Errorf("held %d, booked units %d, quota %d, seats held %d of %d booked; want %d units, quota 12, %d seats",
+			held, units, quota, heldSeats, seatUnits, 2*seatWins+3*qtyWins, 2*seatWins)
+	}
+	apptest.MustAudit(t, pool, s.Clock.Now())
+}

@@ -1,11 +1,8 @@
 package flight
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -27,50 +24,6 @@ type bucket struct {
 
 func (b bucket) room() int { return b.quota - b.sold - b.held }
 
-// chooseBucket picks the bucket a single hold tries first: a random one,
-// which spreads concurrent holds over the rows.
-func chooseBucket(buckets int) int16 {
-	if buckets <= 1 {
-		return 0
-	}
-	return int16(rand.IntN(buckets))
-}
-
-// takeQuota reserves n units of class in bucket b for a single hold. It is
-// the last statement before commit, so the hot row stays locked only until
-// then. When bucket b is too full it falls back to locking every bucket of
-// the class (in bucket order) and moving share into b.
-// Returns fault.SoldOut when the class has fewer than n units left.
-func takeQuota(ctx context.Context, tx pgx.Tx, flightID int64, class string, b int16, n int) error {
-	tag, err := tx.Exec(ctx, takeQuotaSQL, flightID, class, b, n)
-	if err != nil {
-		return fmt.Errorf("reserve quota on flight %d: %w", flightID, err)
-	}
-	if tag.RowsAffected() == 1 {
-		return nil
-	}
-	return moveQuota(ctx, tx, flightID, class, b, n)
-}
-
-// takeQuotaSQL adds $4 held units to bucket $3 of class $2 of flight $1 if
-// they fit it; no row changed means they do not.
-const takeQuotaSQL = `UPDATE fare_bucket SET held = held + $4
-	WHERE flight_id = $1 AND fare_class = $2 AND bucket = $3 AND sold + held + $4 <= quota`
-
-// moveQuota reserves n units of class in bucket b when takeQuotaSQL found
-// that bucket too full: it locks every bucket of the class in bucket order
-// and moves share into b, or returns fault.SoldOut.
-func moveQuota(ctx context.Context, tx pgx.Tx, flightID int64, class string, b int16, n int) error {
-	buckets, err := lockBuckets(ctx, tx, flightID, class)
-	if err != nil {
-		return err
-	}
-	if !allocate(buckets, b, n) {
-		return soldOut(flightID, class, n)
-	}
-	return writeBuckets(ctx, tx, flightID, map[string][]bucket{class: buckets})
-}
-
 // soldOut is the error of a hold of n units that class of flightID lacks.
 func soldOut(flightID int64, class string, n int) error {
 	return fault.New(fault.SoldOut, "fare class %s of flight %d has no %d units left", class, flightID, n)
@@ -80,10 +33,6 @@ func soldOut(flightID int64, class string, n int) error {
 // class and bucket order (scanBuckets reads its rows).
 const lockBucketsSQL = `SELECT fare_class, bucket, quota, sold, held FROM fare_bucket
 	WHERE flight_id = $1 AND fare_class = ANY($2) ORDER BY fare_class, bucket FOR UPDATE`
-
-// readBucketsSQL reads what lockBucketsSQL does, without locking.
-const readBucketsSQL = `SELECT fare_class, bucket, quota, sold, held FROM fare_bucket
-	WHERE flight_id = $1 AND fare_class = ANY($2) ORDER BY fare_class, bucket`
 
 // lockBuckets locks every bucket of class in bucket order and returns them.
 func lockBuckets(ctx context.Context, tx pgx.Tx, flightID int64, class string) ([]bucket, error) {
@@ -114,7 +63,9 @@ func scanBuckets(flightID int64, rows pgx.Rows, err error) (map[string][]bucket,
 
 // allocate takes n units into bucket target, moving share from the other
 // buckets when target lacks room, and reports false (changing nothing)
-// when all buckets together lack room. bs is in bucket order.
+// when all buckets together lack room. bs is in bucket order. Waitlist
+// offers use it; holds allocate the same way in hold_flight (migration
+// 00015).
 func allocate(bs []bucket, target int16, n int) bool {
 	var t *bucket
 	for i := range bs {
@@ -138,16 +89,6 @@ func allocate(bs []bucket, target int16, n int) bool {
 	}
 	t.held += n
 	return true
-}
-
-// bucketRoom is the room of bucket n of bs.
-func bucketRoom(bs []bucket, n int16) int {
-	for _, b := range bs {
-		if b.n == n {
-			return b.room()
-		}
-	}
-	return 0
 }
 
 // classRoom is the room of all of bs together.
@@ -209,51 +150,4 @@ func splitQuota(quota, n int) []int {
 		}
 	}
 	return out
-}
-
-// quotaDelta is what a batch adds to one bucket's held count.
-type quotaDelta struct {
-	class string
-	n     int16
-	held  int
-}
-
-// sumDeltas adds up the units of planned holds per class and bucket, in
-// class and bucket order (the order every transaction locks them in).
-func sumDeltas(plan []planned) []quotaDelta {
-	var out []quotaDelta
-	for _, p := range plan {
-		i := slices.IndexFunc(out, func(d quotaDelta) bool { return d.class == p.req.FareClass && d.n == p.bucket })
-		if i < 0 {
-			out = append(out, quotaDelta{class: p.req.FareClass, n: p.bucket})
-			i = len(out) - 1
-		}
-		out[i].held += p.req.Units()
-	}
-	slices.SortFunc(out, func(a, b quotaDelta) int {
-		return cmp.Or(cmp.Compare(a.class, b.class), cmp.Compare(a.n, b.n))
-	})
-	return out
-}
-
-// bucketsIncrement is the statement that adds deltas to their buckets'
-// held counts where they still fit, locking the rows in class and bucket
-// order first; a bucket without the room is left unchanged, so the
-// statement's row count tells whether every delta fitted.
-func bucketsIncrement(flightID int64, deltas []quotaDelta) (string, []any) {
-	classes := make([]string, len(deltas))
-	ns := make([]int16, len(deltas))
-	helds := make([]int, len(deltas))
-	for i, d := range deltas {
-		classes[i], ns[i], helds[i] = d.class, d.n, d.held
-	}
-	return `WITH locked AS (
-			SELECT fb.fare_class, fb.bucket FROM fare_bucket fb
-			WHERE fb.flight_id = $1 AND (fb.fare_class, fb.bucket) IN (SELECT * FROM unnest($2::text[], $3::smallint[]))
-			ORDER BY fb.fare_class, fb.bucket FOR UPDATE)
-		UPDATE fare_bucket fb SET held = fb.held + u.held
-		FROM locked l, unnest($2::text[], $3::smallint[], $4::int[]) AS u(fare_class, bucket, held)
-		WHERE fb.flight_id = $1 AND fb.fare_class = l.fare_class AND fb.bucket = l.bucket
-		  AND u.fare_class = l.fare_class AND u.bucket = l.bucket AND fb.sold + fb.held + u.held <= fb.quota`,
-		[]any{flightID, classes, ns, helds}
 }

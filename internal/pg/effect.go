@@ -57,7 +57,13 @@ func RecordEffectOf(ctx context.Context, tx pgx.Tx, c KeyClaim, effect string) e
 		return fmt.Errorf("record the effect of idempotency key: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fault.New(fault.IdempotencyKeyInUse, "this request's Idempotency-Key was taken over by a retry")
+		return KeyTakenOver()
 	}
 	return nil
+}
+
+// KeyTakenOver is the error of a request that no longer holds its
+// Idempotency-Key: a retry took it over and makes the effect instead.
+func KeyTakenOver() error {
+	return fault.New(fault.IdempotencyKeyInUse, "this request's Idempotency-Key was taken over by a retry")
 }

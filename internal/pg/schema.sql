@@ -39,41 +39,9 @@ BEGIN
 END;
 $$;
 
-CREATE FUNCTION public.outbox_notify() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    IF coalesce(current_setting('berth.wake_local', true), '') <> 'on' THEN
-        PERFORM pg_notify('berth_outbox', '');
-    END IF;
-    RETURN NULL;
-END
-$$;
-
-CREATE TABLE public.airport (
-    code text NOT NULL,
-    name text NOT NULL,
-    city text NOT NULL,
-    country text NOT NULL,
-    tz text NOT NULL,
-    CONSTRAINT airport_code_check CHECK ((code ~ '^[A-Z]{3}$'::text))
-);
-
-CREATE TABLE public.audit_run (
-    id bigint NOT NULL,
-    ran_at timestamp with time zone NOT NULL,
-    ok boolean NOT NULL,
-    results jsonb NOT NULL
-);
-
-ALTER TABLE public.audit_run ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME public.audit_run_id_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1
-);
+CREATE FUNCTION public.json_time(t timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE STRICT
+    RETURN ((to_char((t AT TIME ZONE 'UTC'::text), 'YYYY-MM-DD"T"HH24:MI:SS'::text) || COALESCE(('.'::text || NULLIF(rtrim(to_char((t AT TIME ZONE 'UTC'::text), 'US'::text), '0'::text), ''::text)), ''::text)) || 'Z'::text);
 
 CREATE TABLE public.booking (
     id bigint NOT NULL,
@@ -115,6 +83,310 @@ CREATE TABLE public.booking (
     CONSTRAINT booking_refund_status_check CHECK ((refund_status = ANY (ARRAY['REQUESTED'::text, 'SUCCEEDED'::text]))),
     CONSTRAINT booking_status_check CHECK ((status = ANY (ARRAY['HELD'::text, 'CONFIRMED'::text, 'EXPIRED'::text, 'CANCELLED'::text, 'ON_TRIP'::text, 'COMPLETED'::text]))),
     CONSTRAINT booking_utc_offset_check CHECK (((utc_offset >= '-64800'::integer) AND (utc_offset <= 64800)))
+);
+
+CREATE FUNCTION public.flight_booking_view(b public.booking) RETURNS jsonb
+    LANGUAGE sql STABLE
+    RETURN jsonb_strip_nulls(jsonb_build_object('bookingId', (b).id, 'kind', (b).kind, 'status', (b).status, 'customerId', (b).customer_id, 'amount', (b).amount, 'currency', (b).currency, 'holdExpiresAt', CASE WHEN ((b).status = 'HELD'::text) THEN public.json_time((b).hold_expires_at) ELSE NULL::text END, 'flightId', (b).flight_id, 'fareClass', (b).fare_class, 'seats', CASE WHEN (cardinality((b).seats) > 0) THEN to_jsonb((b).seats) ELSE NULL::jsonb END, 'quantity', NULLIF((b).quantity, 0), 'paymentUrl', CASE WHEN ((b).status = 'HELD'::text) THEN (('/bookings/'::text || (b).id) || '/payments'::text) ELSE NULL::text END, 'refundAmount', (b).refund_amount, 'refundStatus', NULLIF((b).refund_status, ''::text), 'cancelReason', NULLIF((b).cancel_reason, ''::text), 'version', (b).version, 'createdAt', public.json_time((b).created_at), 'updatedAt', public.json_time((b).updated_at)));
+
+CREATE FUNCTION public.hold_flight(p_flight bigint, p_now timestamp with time zone, p_ttl interval, p_customers bigint[], p_classes text[], p_seats text[], p_units integer[], p_key_callers bigint[], p_keys text[], p_leases uuid[]) RETURNS TABLE(o_ord integer, o_code text, o_detail text, o_booking public.booking)
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    n           integer := coalesce(cardinality(p_customers), 0);
+    v_departure timestamptz;
+    v_expires   timestamptz;
+    v_code      text[] := array_fill(NULL::text, ARRAY[n]);
+    v_detail    text[] := array_fill(NULL::text, ARRAY[n]);
+    v_bucket    smallint[] := array_fill(NULL::smallint, ARRAY[n]);
+    v_id        bigint[] := array_fill(NULL::bigint, ARRAY[n]);
+    v_keys_ok   bigint[];
+    -- fares of the batch's classes
+    c_class     text[];
+    c_price     bigint[];
+    c_currency  text[];
+    c_rule      jsonb[];
+    c_queued    boolean[];
+    -- locked seats
+    s_no        text[];
+    s_class     text[];
+    s_free      boolean[];
+    s_claimed   boolean[];
+    -- locked buckets, in class and bucket order
+    b_class     text[];
+    b_n         smallint[];
+    b_quota     integer[];
+    b_used      integer[]; -- sold + held
+    b_held      integer[];
+    b_quota0    integer[];
+    b_held0     integer[];
+    -- the holds to write: request, fare index, units
+    pl_i        integer[] := '{}';
+    pl_ci       integer[] := '{}';
+    pl_units    integer[] := '{}';
+    v_new       bigint[];
+    v_rows      booking[];
+    v_row       booking[] := array_fill(NULL::booking, ARRAY[n]);
+    v_check     text[];
+    v_want      text[];
+    i           integer;
+    j           integer;
+    ci          integer;
+    si          integer;
+    t           integer;
+    units       integer;
+    room        integer;
+    need        integer;
+    mv          integer;
+    seat        text;
+    rs          text[];
+    cnt         bigint;
+    v_keyed     integer := coalesce(cardinality(array_remove(p_key_callers, NULL)), 0);
+    v_seated    boolean := coalesce(cardinality(array_remove(p_seats, NULL)), 0) > 0;
+    v_moved     boolean := false;
+BEGIN
+    SELECT f.departure_at INTO v_departure FROM flight f WHERE f.id = p_flight;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT g.i, 'no_flight'::text, NULL::text, NULL::booking
+            FROM generate_series(1, n) AS g(i) ORDER BY g.i;
+        RETURN;
+    END IF;
+    v_expires := least(p_now + p_ttl, v_departure);
+
+    SELECT array_agg(fi.fare_class), array_agg(fi.price), array_agg(fi.currency), array_agg(fi.refund_rule),
+           array_agg(EXISTS (SELECT 1 FROM waitlist w WHERE w.flight_id = fi.flight_id
+               AND w.fare_class = fi.fare_class AND w.status = 'WAITING'))
+    INTO c_class, c_price, c_currency, c_rule, c_queued
+    FROM fare_inventory fi WHERE fi.flight_id = p_flight AND fi.fare_class = ANY (p_classes);
+
+    -- The keys whose requests still hold them, locked against a retry
+    -- taking one over before the commit.
+    IF v_keyed > 0 THEN
+        SELECT array_agg(k.ord) INTO v_keys_ok FROM (
+            SELECT u.ord FROM unnest(p_key_callers, p_keys, p_leases) WITH ORDINALITY AS u(caller, idem, lease, ord)
+            JOIN idempotency_key ik ON ik.caller_id = u.caller AND ik.idem_key = u.idem AND ik.lease = u.lease
+                AND ik.response_status IS NULL
+            ORDER BY ik.caller_id, ik.idem_key FOR UPDATE OF ik) AS k;
+    END IF;
+
+    IF v_seated THEN
+        SELECT array_agg(s.seat_no ORDER BY s.seat_no), array_agg(s.fare_class ORDER BY s.seat_no),
+               array_agg(s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= p_now) ORDER BY s.seat_no)
+        INTO s_no, s_class, s_free
+        FROM (SELECT st.seat_no, st.fare_class, st.status, st.held_until FROM seat st
+              WHERE st.flight_id = p_flight
+                AND st.seat_no = ANY (ARRAY(SELECT DISTINCT x FROM unnest(p_seats) AS r(csv),
+                                            unnest(string_to_array(r.csv, ',')) AS x))
+              ORDER BY st.seat_no FOR UPDATE) AS s;
+    END IF;
+    s_claimed := array_fill(false, ARRAY[coalesce(cardinality(s_no), 0)]);
+
+    SELECT array_agg(fb.fare_class ORDER BY fb.fare_class, fb.bucket), array_agg(fb.bucket ORDER BY fb.fare_class, fb.bucket),
+           array_agg(fb.quota ORDER BY fb.fare_class, fb.bucket), array_agg(fb.sold + fb.held ORDER BY fb.fare_class, fb.bucket),
+           array_agg(fb.held ORDER BY fb.fare_class, fb.bucket)
+    INTO b_class, b_n, b_quota, b_used, b_held
+    FROM (SELECT * FROM fare_bucket x WHERE x.flight_id = p_flight AND x.fare_class = ANY (p_classes)
+          ORDER BY x.fare_class, x.bucket FOR UPDATE) AS fb;
+    b_quota0 := b_quota;
+    b_held0 := b_held;
+
+    FOR i IN 1 .. n LOOP
+        ci := array_position(c_class, p_classes[i]);
+        IF ci IS NULL THEN
+            v_code[i] := 'no_class';
+            CONTINUE;
+        END IF;
+        IF v_departure <= p_now THEN
+            v_code[i] := 'departed';
+            CONTINUE;
+        END IF;
+        IF c_queued[ci] THEN
+            v_code[i] := 'queued';
+            CONTINUE;
+        END IF;
+
+        rs := string_to_array(p_seats[i], ',');
+        units := coalesce(cardinality(rs), p_units[i]);
+        -- Every seat exists and is of the class; then every one is free
+        -- and not taken by an earlier request of the batch.
+        FOREACH seat IN ARRAY coalesce(rs, '{}') LOOP
+            si := array_position(s_no, seat);
+            IF si IS NULL THEN
+                v_code[i] := 'no_seat';
+                v_detail[i] := seat;
+                EXIT;
+            ELSIF s_class[si] <> p_classes[i] THEN
+                v_code[i] := 'seat_class';
+                v_detail[i] := seat || ' ' || s_class[si];
+                EXIT;
+            END IF;
+        END LOOP;
+        IF v_code[i] IS NOT NULL THEN
+            CONTINUE;
+        END IF;
+        FOREACH seat IN ARRAY coalesce(rs, '{}') LOOP
+            si := array_position(s_no, seat);
+            IF NOT s_free[si] OR s_claimed[si] THEN
+                v_code[i] := 'seats_taken';
+                EXIT;
+            END IF;
+        END LOOP;
+        IF v_code[i] IS NOT NULL THEN
+            CONTINUE;
+        END IF;
+
+        -- The class's room: the roomiest bucket (the first of equals)
+        -- takes the units, with share moved to it from the others, in
+        -- bucket order, when it lacks room itself.
+        t := NULL;
+        room := 0;
+        FOR j IN 1 .. coalesce(cardinality(b_class), 0) LOOP
+            CONTINUE WHEN b_class[j] <> p_classes[i];
+            room := room + b_quota[j] - b_used[j];
+            IF t IS NULL OR b_quota[j] - b_used[j] > b_quota[t] - b_used[t] THEN
+                t := j;
+            END IF;
+        END LOOP;
+        IF t IS NULL OR room < units THEN
+            v_code[i] := 'sold_out';
+            v_detail[i] := units::text;
+            CONTINUE;
+        END IF;
+        IF p_key_callers[i] IS NOT NULL AND NOT (i = ANY (coalesce(v_keys_ok, '{}'))) THEN
+            v_code[i] := 'key_in_use';
+            CONTINUE;
+        END IF;
+        FOR j IN 1 .. cardinality(b_class) LOOP
+            need := units - (b_quota[t] - b_used[t]);
+            EXIT WHEN need <= 0;
+            CONTINUE WHEN j = t OR b_class[j] <> p_classes[i] OR b_quota[j] - b_used[j] <= 0;
+            mv := least(need, b_quota[j] - b_used[j]);
+            b_quota[j] := b_quota[j] - mv;
+            b_quota[t] := b_quota[t] + mv;
+            v_moved := true;
+        END LOOP;
+        b_used[t] := b_used[t] + units;
+        b_held[t] := b_held[t] + units;
+        FOREACH seat IN ARRAY coalesce(rs, '{}') LOOP
+            s_claimed[array_position(s_no, seat)] := true;
+        END LOOP;
+        v_bucket[i] := b_n[t];
+        pl_i := pl_i || i;
+        pl_ci := pl_ci || ci;
+        pl_units := pl_units || units;
+    END LOOP;
+
+    IF cardinality(pl_i) > 0 THEN
+        -- The bookings, in request order: identity values are drawn in
+        -- insertion order, which follows the ORDER BY, so the ids sorted
+        -- pair with the requests sorted (checked, not trusted).
+        WITH ins AS (
+            INSERT INTO booking (kind, status, customer_id, amount, currency, hold_expires_at, starts_at,
+                refund_rule, flight_id, fare_class, seats, quantity, fare_bucket, created_at, updated_at)
+            SELECT 'flight', 'HELD', p_customers[u.i], c_price[u.ci] * u.units, c_currency[u.ci], v_expires,
+                v_departure, c_rule[u.ci], p_flight, p_classes[u.i], string_to_array(p_seats[u.i], ','), u.units,
+                v_bucket[u.i], p_now, p_now
+            FROM unnest(pl_i, pl_ci, pl_units) AS u(i, ci, units)
+            ORDER BY u.i
+            RETURNING *)
+        SELECT array_agg(ins.id ORDER BY ins.id), array_agg(ins::booking ORDER BY ins.id),
+               array_agg(ins.customer_id || ' ' || ins.fare_class || ' ' || ins.quantity ORDER BY ins.id)
+        INTO v_new, v_rows, v_check FROM ins;
+        SELECT array_agg(p_customers[u.i] || ' ' || p_classes[u.i] || ' ' || u.units ORDER BY u.i)
+        INTO v_want FROM unnest(pl_i, pl_units) AS u(i, units);
+        IF v_check IS DISTINCT FROM v_want THEN
+            RAISE EXCEPTION 'hold_flight: bookings returned out of order';
+        END IF;
+        FOR j IN 1 .. cardinality(pl_i) LOOP
+            v_id[pl_i[j]] := v_new[j];
+            v_row[pl_i[j]] := v_rows[j];
+        END LOOP;
+
+        -- seat_no = ANY lets the planner fetch just these seats by the
+        -- primary key.
+        IF v_seated THEN
+            WITH taken AS (
+                SELECT v_id[u.i] AS booking_id, x AS seat_no
+                FROM unnest(pl_i) AS u(i), unnest(string_to_array(p_seats[u.i], ',')) AS x)
+            UPDATE seat s SET status = 'HELD', booking_id = tk.booking_id, held_until = v_expires
+            FROM taken tk
+            WHERE s.flight_id = p_flight AND s.seat_no = ANY (s_no) AND s.seat_no = tk.seat_no
+              AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= p_now));
+            GET DIAGNOSTICS cnt = ROW_COUNT;
+            IF cnt <> (SELECT count(*) FROM unnest(pl_i) AS u(i), unnest(string_to_array(p_seats[u.i], ','))) THEN
+                RAISE EXCEPTION 'hold_flight: only % seats of flight % were free', cnt, p_flight;
+            END IF;
+        END IF;
+
+        INSERT INTO outbox (booking_id, type, payload, created_at)
+        SELECT b.id, 'booking.held', flight_booking_view(b), p_now
+        FROM unnest(v_rows) AS b ORDER BY b.id;
+
+        -- Buckets whose share moved are written whole (the deferred
+        -- trigger checks the shares still add up); the others only held.
+        IF v_moved THEN
+            UPDATE fare_bucket fb SET quota = u.quota, held = u.held
+            FROM unnest(b_class, b_n, b_quota, b_held, b_quota0) AS u(fare_class, bucket, quota, held, quota0)
+            WHERE fb.flight_id = p_flight AND fb.fare_class = u.fare_class AND fb.bucket = u.bucket
+              AND u.quota <> u.quota0;
+        END IF;
+        UPDATE fare_bucket fb SET held = u.held
+        FROM unnest(b_class, b_n, b_quota, b_held, b_quota0, b_held0) AS u(fare_class, bucket, quota, held, quota0, held0)
+        WHERE fb.flight_id = p_flight AND fb.fare_class = u.fare_class AND fb.bucket = u.bucket
+          AND u.quota = u.quota0 AND u.held <> u.held0;
+
+        IF v_keyed > 0 THEN
+            UPDATE idempotency_key ik SET effect = 'booking:' || v_id[u.ord]
+            FROM unnest(p_key_callers, p_keys, p_leases) WITH ORDINALITY AS u(caller, idem, lease, ord)
+            WHERE v_id[u.ord] IS NOT NULL
+              AND ik.caller_id = u.caller AND ik.idem_key = u.idem AND ik.lease = u.lease AND ik.response_status IS NULL;
+            GET DIAGNOSTICS cnt = ROW_COUNT;
+            IF cnt <> (SELECT count(*) FROM unnest(pl_i) AS u(i) WHERE p_key_callers[u.i] IS NOT NULL) THEN
+                RAISE EXCEPTION 'hold_flight: % idempotency keys recorded', cnt;
+            END IF;
+        END IF;
+    END IF;
+
+    RETURN QUERY SELECT g.i, v_code[g.i], v_detail[g.i], v_row[g.i]
+        FROM generate_series(1, n) AS g(i);
+END
+$$;
+
+CREATE FUNCTION public.outbox_notify() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF coalesce(current_setting('berth.wake_local', true), '') <> 'on' THEN
+        PERFORM pg_notify('berth_outbox', '');
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TABLE public.airport (
+    code text NOT NULL,
+    name text NOT NULL,
+    city text NOT NULL,
+    country text NOT NULL,
+    tz text NOT NULL,
+    CONSTRAINT airport_code_check CHECK ((code ~ '^[A-Z]{3}$'::text))
+);
+
+CREATE TABLE public.audit_run (
+    id bigint NOT NULL,
+    ran_at timestamp with time zone NOT NULL,
+    ok boolean NOT NULL,
+    results jsonb NOT NULL
+);
+
+ALTER TABLE public.audit_run ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.audit_run_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
 );
 
 ALTER TABLE public.booking ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
