@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/booking"
 )
 
 // An expired hold's seat shows AVAILABLE and can be held again before the
@@ -19,52 +20,26 @@ func TestExpiredHoldReclaimedBeforeSweep(t *testing.T) {
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "ABC")})
 	ctx := context.Background()
 
-	first := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 1),
-		Body: hold(flightID, "ECONOMY", "12A", "12B")})
-	if first.Status != http.StatusCreated {
-		t.Fatalf("first hold: %d %s", first.Status, first.Body)
-	}
-	firstID := int64(first.Map(t)["bookingId"].(float64))
-	expires, err := time.Parse(time.RFC3339Nano, first.Map(t)["holdExpiresAt"].(string))
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := s.Customer(1).HoldSeats(t, flightID, "ECONOMY", "12A", "12B")
+	firstID, expires := first.BookingID, *first.HoldExpiresAt
 	if want := apptest.Epoch.Add(10 * time.Minute); !expires.Equal(want) {
 		t.Errorf("holdExpiresAt = %s, want %s (BERTH_FLIGHT_HOLD_TTL 10m on the server's clock)", expires, want)
 	}
 
-	seatStatus := func(seat string) string {
-		r := s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/flights/%d/seats", flightID)})
-		var m struct {
-			Seats []struct{ SeatNo, Status string }
-		}
-		r.JSON(t, &m)
-		for _, st := range m.Seats {
-			if st.SeatNo == seat {
-				return st.Status
-			}
-		}
-		t.Fatalf("seat %s not in the seat map", seat)
-		return ""
-	}
+	seatStatus := func(seat string) string { return s.Anonymous().SeatMap(t, flightID).Status(seat) }
 	if got := seatStatus("12A"); got != "HELD" {
 		t.Errorf("before expiry 12A is %s, want HELD", got)
 	}
 	// One microsecond before expiry the seat is still taken.
 	s.Clock.Set(expires.Add(-time.Microsecond))
-	if r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 2),
-		Body: hold(flightID, "ECONOMY", "12A")}); r.Status != http.StatusConflict {
-		t.Fatalf("hold before expiry: %d %s, want 409", r.Status, r.Body)
+	if _, p := s.Customer(2).TryHoldSeats(t, flightID, "ECONOMY", "12A"); !p.Is(http.StatusConflict, "seat_unavailable") {
+		t.Fatalf("hold before expiry: %v, want 409 seat_unavailable", p)
 	}
 	s.Clock.Set(expires)
 	if got := seatStatus("12A"); got != "AVAILABLE" {
 		t.Errorf("at expiry 12A is %s, want AVAILABLE", got)
 	}
-	second := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 2),
-		Body: hold(flightID, "ECONOMY", "12A")})
-	if second.Status != http.StatusCreated {
-		t.Fatalf("reclaim before sweep: %d %s, want 201", second.Status, second.Body)
-	}
+	second := s.Customer(2).HoldSeats(t, flightID, "ECONOMY", "12A")
 	// Until the sweep the old booking still counts: the counters err on the
 	// safe side (both bookings' units are held).
 	if c := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); c != (counters{held: 3}) {
@@ -88,14 +63,13 @@ func TestExpiredHoldReclaimedBeforeSweep(t *testing.T) {
 		Scan(&firstStatus, &seatB, &ownerA); err != nil {
 		t.Fatal(err)
 	}
-	if firstStatus != "EXPIRED" || seatB != "AVAILABLE" || ownerA != int64(second.Map(t)["bookingId"].(float64)) {
+	if firstStatus != "EXPIRED" || seatB != "AVAILABLE" || ownerA != second.BookingID {
 		t.Errorf("after sweep: first booking %s, 12B %s, 12A owned by %d; want EXPIRED, AVAILABLE, the new booking",
 			firstStatus, seatB, ownerA)
 	}
 	// The expired booking says so to its owner, and cannot be cancelled.
-	r := s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", firstID), Token: s.Token("customer", 1)})
-	if r.Status != http.StatusConflict || r.Code() != "invalid_state" {
-		t.Errorf("cancel an expired booking: %d %s, want 409 invalid_state", r.Status, r.Body)
+	if _, p := s.Customer(1).TryCancel(t, firstID); !p.Is(http.StatusConflict, "invalid_state") {
+		t.Errorf("cancel an expired booking: %v, want 409 invalid_state", p)
 	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
@@ -109,13 +83,10 @@ func TestTwoSweepersExpireEachHoldOnce(t *testing.T) {
 		apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 19, "ABCDEF")},
 		apptest.Fare{Class: "PREMIUM", Price: 2000, Capacity: 100})
 	for i := range holds {
-		body := hold(flightID, "ECONOMY", fmt.Sprintf("%d%c", 10+i/6, 'A'+i%6))
-		if i%2 == 1 {
-			body = holdQty(flightID, "PREMIUM", 2)
-		}
-		if r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(i+1)),
-			Body: body}); r.Status != http.StatusCreated {
-			t.Fatalf("hold %d: %d %s", i, r.Status, r.Body)
+		if c := s.Customer(int64(i + 1)); i%2 == 1 {
+			c.HoldQuantity(t, flightID, "PREMIUM", 2)
+		} else {
+			c.HoldSeats(t, flightID, "ECONOMY", fmt.Sprintf("%d%c", 10+i/6, 'A'+i%6))
 		}
 	}
 	s.Clock.Advance(11 * time.Minute)
@@ -159,21 +130,19 @@ func TestCancelHeldReleasesAtOnce(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(5, 5, "AB")})
-	r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 1),
-		Body: hold(flightID, "ECONOMY", "5A", "5B")})
-	id := int64(r.Map(t)["bookingId"].(float64))
+	id := s.Customer(1).HoldSeats(t, flightID, "ECONOMY", "5A", "5B").BookingID
+	// POST /bookings/{id}/cancel, the other way to cancel than the
+	// client's DELETE.
 	c := s.Do(apptest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/bookings/%d/cancel", id), Token: s.Token("customer", 1)})
-	if c.Status != http.StatusOK || c.Map(t)["status"] != "CANCELLED" || c.Map(t)["cancelReason"] != "customer" {
+	var v booking.View
+	c.JSON(t, &v)
+	if c.Status != http.StatusOK || v.Status != booking.Cancelled || v.CancelReason != booking.ByCustomer {
 		t.Fatalf("cancel: %d %s", c.Status, c.Body)
 	}
-	if _, ok := c.Map(t)["holdExpiresAt"]; ok {
+	if v.HoldExpiresAt != nil {
 		t.Errorf("a cancelled booking shows holdExpiresAt: %s", c.Body)
 	}
-	again := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 2),
-		Body: hold(flightID, "ECONOMY", "5B", "5A")})
-	if again.Status != http.StatusCreated {
-		t.Fatalf("hold after cancel: %d %s", again.Status, again.Body)
-	}
+	s.Customer(2).HoldSeats(t, flightID, "ECONOMY", "5B", "5A")
 	if cc := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); cc != (counters{held: 2}) {
 		t.Errorf("counters = %+v, want held 2", cc)
 	}
