@@ -74,6 +74,77 @@ func TestExpiredHoldReclaimedBeforeSweep(t *testing.T) {
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
 
+// A hold reads EXPIRED from its deadline on, in every answer, before any
+// sweeper has run: the moment the seat map shows its seat AVAILABLE and
+// another customer can take it, its owner must not read HELD, pay-by link
+// and all (issue 14). One microsecond earlier it is still HELD.
+func TestExpiredHoldReadsExpiredBeforeSweep(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{}) // the sweeper does not run
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "ABC")})
+	alice, bob, admin := s.Customer(1), s.Customer(2), s.Admin()
+
+	held := alice.HoldSeats(t, flightID, "ECONOMY", "12A")
+	if held.Status != booking.Held || held.HoldExpiresAt == nil {
+		t.Fatalf("hold answered %+v", held)
+	}
+	deadline := *held.HoldExpiresAt
+
+	s.Clock.Set(deadline.Add(-time.Microsecond))
+	if v := alice.GetBooking(t, held.BookingID); v.Status != booking.Held || v.PaymentURL == "" {
+		t.Errorf("just before the deadline: %s (paymentUrl %q), want HELD with its paymentUrl", v.Status, v.PaymentURL)
+	}
+
+	s.Clock.Set(deadline)
+	if got := alice.SeatMap(t, flightID).Status("12A"); got != "AVAILABLE" {
+		t.Fatalf("at the deadline the seat map shows 12A %s, want AVAILABLE", got)
+	}
+	for _, c := range []struct {
+		who  string
+		read func() booking.View
+	}{
+		{"GET /bookings/{id} by its customer", func() booking.View { return alice.GetBooking(t, held.BookingID) }},
+		{"GET /bookings/{id} by an admin", func() booking.View { return admin.GetBooking(t, held.BookingID) }},
+		{"GET /bookings of its customer", func() booking.View { return only(t, alice.Bookings(t, "")) }},
+		{"GET /bookings of an admin", func() booking.View { return only(t, admin.Bookings(t, "")) }},
+	} {
+		v := c.read()
+		if v.Status != booking.Expired || v.HoldExpiresAt != nil || v.PaymentURL != "" {
+			t.Errorf("%s at the deadline, not swept: %s (holdExpiresAt %v, paymentUrl %q), want EXPIRED without them",
+				c.who, v.Status, v.HoldExpiresAt, v.PaymentURL)
+		}
+	}
+	// What it reads is what it is: an expired booking cannot be cancelled
+	// or extended (docs/api.md), though the sweeper has not recorded it.
+	if _, p := alice.TryCancel(t, held.BookingID); !p.Is(http.StatusConflict, "invalid_state") {
+		t.Errorf("cancel at the deadline: %v, want 409 invalid_state", p)
+	}
+	if _, p := alice.TryExtend(t, held.BookingID); !p.Is(http.StatusConflict, "invalid_state") {
+		t.Errorf("extend at the deadline: %v, want 409 invalid_state", p)
+	}
+	if _, p := alice.TryStartPayment(t, held.BookingID, "late"); !p.Is(http.StatusConflict, "hold_expired") {
+		t.Errorf("pay at the deadline: %v, want 409 hold_expired", p)
+	}
+
+	// Another customer takes the seat; the old booking stays EXPIRED.
+	if v := bob.HoldSeats(t, flightID, "ECONOMY", "12A"); v.Status != booking.Held {
+		t.Errorf("bob's hold of 12A: %s, want HELD", v.Status)
+	}
+	if v := alice.GetBooking(t, held.BookingID); v.Status != booking.Expired {
+		t.Errorf("after bob took 12A alice's booking reads %s, want EXPIRED", v.Status)
+	}
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
+}
+
+// only returns the one booking of a list.
+func only(t *testing.T, list []booking.View) booking.View {
+	t.Helper()
+	if len(list) != 1 {
+		t.Fatalf("%d bookings listed, want 1: %+v", len(list), list)
+	}
+	return list[0]
+}
+
 // Two sweepers running at once expire every booking exactly once.
 func TestTwoSweepersExpireEachHoldOnce(t *testing.T) {
 	t.Parallel()

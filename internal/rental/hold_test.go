@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/pg/pgtest"
 )
 
@@ -150,6 +151,34 @@ func TestStaleHoldDoesNotBlockTheCalendar(t *testing.T) {
 		t.Errorf("events of the stale hold = %v, want booking.held then booking.expired", events)
 	}
 	apptest.MustAudit(t, e.pool(), e.s.Clock.Now())
+}
+
+// A car hold reads EXPIRED from its deadline on, to its customer and to
+// the car's host, and the host's status filter agrees, before any sweeper
+// has run (issue 14).
+func TestExpiredCarHoldReadsExpiredBeforeSweep(t *testing.T) {
+	t.Parallel()
+	e := start(t) // the sweeper does not run
+	c := e.listCar("HN", "0s")
+	customer, host := e.s.Customer(1), e.s.Host(500)
+	held := customer.HoldCar(t, c.ID, at(10, 8, 0), at(11, 8, 0))
+	e.s.Clock.Set(*held.HoldExpiresAt)
+
+	if v := customer.GetBooking(t, held.BookingID); v.Status != booking.Expired {
+		t.Errorf("the customer reads %s at the deadline, want EXPIRED", v.Status)
+	}
+	if v := host.GetBooking(t, held.BookingID); v.Status != booking.Expired {
+		t.Errorf("the host reads %s at the deadline, want EXPIRED", v.Status)
+	}
+	if list := host.HostBookings(t, "status=HELD"); len(list) != 0 {
+		t.Errorf("GET /host/bookings?status=HELD lists %d bookings at the deadline, want none", len(list))
+	}
+	if list := host.HostBookings(t, "status=EXPIRED"); len(list) != 1 || list[0].Status != booking.Expired {
+		t.Errorf("GET /host/bookings?status=EXPIRED lists %+v at the deadline, want the expired hold", list)
+	}
+	if got := e.status(held.BookingID); got != "HELD" {
+		t.Errorf("stored status %s, want HELD still (nothing swept it)", got)
+	}
 }
 
 // The sweeper expires car holds like flight holds, once the car inventory
