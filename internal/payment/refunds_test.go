@@ -93,14 +93,13 @@ func TestCancelConfirmedBookingRefundsByRule(t *testing.T) {
 	lastMinute := hold(t, s, 7, flightID, "11A")
 	lastPay := paytest.Pay(t, s, lastMinute)
 
-	customer := s.Customer(7)
-	v := customer.Cancel(t, early)
+	v := s.Customer(7).Cancel(t, early)
 	want := int64(2*price) * 80 / 100
 	if v.RefundAmount == nil || *v.RefundAmount != want || v.RefundStatus != "REQUESTED" {
 		t.Errorf("cancel 48h before departure: %+v, want refundAmount %d, refundStatus REQUESTED", v, want)
 	}
 	s.Clock.Set(departure.Add(-23 * time.Hour))
-	if v := customer.Cancel(t, lastMinute); v.RefundAmount == nil || *v.RefundAmount != 0 || v.RefundStatus != "" {
+	if v := s.Customer(7).Cancel(t, lastMinute); v.RefundAmount == nil || *v.RefundAmount != 0 || v.RefundStatus != "" {
 		t.Errorf("cancel 23h before departure: %+v, want refundAmount 0 and no refund", v)
 	}
 	settle(t, s, nil)
