@@ -235,10 +235,27 @@ func (c Caller) Customer() bool { return c.Role == "customer" }
 // role (docs/api.md, "Bookings").
 const reaches = `(($2 = 'admin') OR ($2 = 'customer' AND customer_id = $3) OR ($2 = 'host' AND host_id = $3))`
 
-// Get returns booking id if caller reaches it in their role: its customer
-// (customer token), the car's host (host token) or an admin. Returns
-// fault.NotFound otherwise, never revealing that it exists.
-func Get(ctx context.Context, db Querier, caller Caller, id int64) (*Booking, error) {
+// AsOf returns b as it reads at now: a HELD booking whose hold has run
+// out (hold_expires_at ≤ now) is EXPIRED from that instant, whether or not
+// the sweeper has recorded it yet, since its seats are already on sale
+// again. Its version and updatedAt stay those stored until the sweeper (or
+// a hold that reclaims its seats) records the expiry. Every read of a
+// booking goes through it; a booking in any other state is returned as it
+// is.
+func (b *Booking) AsOf(now time.Time) *Booking {
+	if b.Status != Held || b.HoldExpiresAt.After(now) {
+		return b
+	}
+	e := *b
+	e.Status = Expired
+	return &e
+}
+
+// Get returns booking id as it reads at now (AsOf) if caller reaches it in
+// their role: its customer (customer token), the car's host (host token)
+// or an admin. Returns fault.NotFound otherwise, never revealing that it
+// exists.
+func Get(ctx context.Context, db Querier, caller Caller, id int64, now time.Time) (*Booking, error) {
 	b, err := Scan(db.QueryRow(ctx, `SELECT `+Columns+` FROM booking
 		WHERE id = $1 AND `+reaches, id, caller.Role, caller.ID))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -247,13 +264,14 @@ func Get(ctx context.Context, db Querier, caller Caller, id int64) (*Booking, er
 	if err != nil {
 		return nil, fmt.Errorf("get booking %d: %w", id, err)
 	}
-	return b, nil
+	return b.AsOf(now), nil
 }
 
 // List returns the bookings caller reaches in their role (a customer's
-// own, a host's cars', every one for an admin), newest first: at most
-// limit, with ids below before when before > 0.
-func List(ctx context.Context, db Querier, caller Caller, limit int, before int64) ([]*Booking, error) {
+// own, a host's cars', every one for an admin) as they read at now
+// (AsOf), newest first: at most limit, with ids below before when
+// before > 0.
+func List(ctx context.Context, db Querier, caller Caller, now time.Time, limit int, before int64) ([]*Booking, error) {
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
@@ -262,15 +280,22 @@ func List(ctx context.Context, db Querier, caller Caller, limit int, before int6
 	if err != nil {
 		return nil, fmt.Errorf("list bookings of %d: %w", caller.ID, err)
 	}
-	out, err := collect(rows)
+	out, err := collectAsOf(rows, now)
 	if err != nil {
 		return nil, fmt.Errorf("list bookings of %d: %w", caller.ID, err)
 	}
 	return out, nil
 }
 
-func collect(rows pgx.Rows) ([]*Booking, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Booking, error) { return Scan(r) })
+// collectAsOf reads rows of Columns as they read at now (AsOf).
+func collectAsOf(rows pgx.Rows, now time.Time) ([]*Booking, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Booking, error) {
+		b, err := Scan(r)
+		if err != nil {
+			return nil, err
+		}
+		return b.AsOf(now), nil
+	})
 }
 
 // Querier is a pool, a connection or a transaction.

@@ -175,15 +175,17 @@ func cancellation(b *Booking, caller Caller, now time.Time) (Cancellation, error
 // Returns fault.NotFound if caller may not see the booking, fault.InvalidState
 // if it cannot be cancelled.
 func (l *Lifecycle) Quote(ctx context.Context, db Querier, caller Caller, id int64) (Cancellation, error) {
-	b, err := Get(ctx, db, caller, id)
+	now := l.Clock.Now()
+	b, err := Get(ctx, db, caller, id, now)
 	if err != nil {
 		return Cancellation{}, err
 	}
-	return cancellation(b, caller, l.Clock.Now())
+	return cancellation(b, caller, now)
 }
 
 // Cancel cancels booking id for caller: HELD → CANCELLED releases at once
-// (nothing was paid); CONFIRMED → CANCELLED also refunds by the booking's
+// (nothing was paid; a hold that ran out is EXPIRED, see AsOf, and cannot
+// be cancelled); CONFIRMED → CANCELLED also refunds by the booking's
 // rule, or in full when the host or an admin cancels. The refund is computed
 // with the server's clock, at the moment of the compare-and-set.
 //
@@ -192,11 +194,12 @@ func (l *Lifecycle) Quote(ctx context.Context, db Querier, caller Caller, id int
 func (l *Lifecycle) Cancel(ctx context.Context, db pg.Beginner, caller Caller, id int64) (*Booking, error) {
 	var out *Booking
 	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
-		b, err := Get(ctx, tx, caller, id)
+		now := l.Clock.Now()
+		b, err := Get(ctx, tx, caller, id, now)
 		if err != nil {
 			return err
 		}
-		c, err := cancellation(b, caller, l.Clock.Now())
+		c, err := cancellation(b, caller, now)
 		if err != nil {
 			return err
 		}
@@ -406,7 +409,8 @@ func (l *Lifecycle) FailPayment(ctx context.Context, tx pgx.Tx, id int64) (*Book
 func (l *Lifecycle) Move(ctx context.Context, db pg.Beginner, caller Caller, id int64, from, to Status) (*Booking, error) {
 	var out *Booking
 	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
-		b, err := Get(ctx, tx, caller, id)
+		now := l.Clock.Now()
+		b, err := Get(ctx, tx, caller, id, now)
 		if err != nil {
 			return err
 		}
@@ -416,7 +420,6 @@ func (l *Lifecycle) Move(ctx context.Context, db pg.Beginner, caller Caller, id 
 		if b.Kind != KindCar || b.Status != from {
 			return fault.New(fault.InvalidState, "a %s %s booking cannot become %s", b.Status, b.Kind, to)
 		}
-		now := l.Clock.Now()
 		if to == OnTrip && (now.Before(b.From.Add(-l.PickupEarly)) || !now.Before(b.To)) {
 			return fault.New(fault.InvalidState, "the car can be picked up only from %s until %s",
 				b.From.Add(-l.PickupEarly).UTC().Format(time.RFC3339), b.To.UTC().Format(time.RFC3339))

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/events"
 )
 
@@ -61,7 +62,7 @@ func TestKafkaOneOfThreeBrokersStops(t *testing.T) {
 	written := make(chan []int64, 1)
 	go func() { written <- e.workload(t, bookings, changes, 8, nil) }()
 	// Stop the broker once events flow, keep it down a while, bring it back.
-	eventually(t, time.Minute, "the recorder sees the first events", func() bool { return rec.handled.Load() > 200 })
+	apptest.Eventually(t, time.Minute, "the recorder sees the first events", func() bool { return rec.handled.Load() > 200 })
 	if err := kc.RemoveNode(victim); err != nil {
 		t.Fatal(err)
 	}

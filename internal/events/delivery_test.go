@@ -73,7 +73,7 @@ func TestCrashBetweenPublishAndMarkDeliversTwiceActsOnce(t *testing.T) {
 				// Every event of a crashed pass arrives again and is
 				// skipped (the later copies may still be on their way).
 				for _, c := range []string{"recorder", events.TicketsName} {
-					eventually(t, time.Minute, c+" did not see every crashed event again", func() bool {
+					apptest.Eventually(t, time.Minute, c+" did not see every crashed event again", func() bool {
 						return metric(t, reg, "berth_consumer_duplicates_total", c) >= float64(crashed.Load())
 					})
 				}
@@ -153,20 +153,13 @@ func TestFailingConsumerParksOneBookingOthersGoOn(t *testing.T) {
 	consumers := []events.Consumer{events.Tickets{Clock: e.clock}, bad}
 	stop := e.runInProcess(t, d, 2, consumers, nil)
 	// Every event leaves the outbox (taken: processed or parked) ...
-	deadline := time.Now().Add(time.Minute)
-	for {
+	apptest.Eventually(t, time.Minute, "events still in the outbox: one failing booking blocks the others", func() bool {
 		var left int
 		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&left); err != nil {
 			t.Fatal(err)
 		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d events still in the outbox: one failing booking blocks the others", left)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return left == 0
+	})
 	stop()
 	// ... the failing booking's 12 events wait, in order, for that consumer only.
 	if n := e.parked(t); n != 12 {
@@ -276,13 +269,9 @@ func TestBrokerDownBacklogGrowsServeAnswersThenDrains(t *testing.T) {
 		}
 	}
 	// The relay tried, failed, and kept every event.
-	deadline := time.Now().Add(time.Minute)
-	for metricApp(t, s, "berth_outbox_publish_errors_total") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no failed publish while the broker was down")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	apptest.Eventually(t, time.Minute, "no failed publish while the broker was down", func() bool {
+		return metricApp(t, s, "berth_outbox_publish_errors_total") > 0
+	})
 	var backlog int
 	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&backlog); err != nil {
 		t.Fatal(err)

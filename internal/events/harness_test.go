@@ -257,9 +257,8 @@ func (r *recorder) check(t testing.TB) {
 // every flight booking, and fails t if that does not happen.
 func (e *env) waitDelivered(t testing.TB, recorder string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
 	var behindSeen, behindTickets int
-	for {
+	caughtUp := func() bool {
 		err := e.pool.QueryRow(context.Background(), `SELECT
 			(SELECT count(*) FROM booking b LEFT JOIN test_seen s ON s.booking_id = b.id AND s.consumer = $1
 			 WHERE coalesce(s.version, 0) <> b.version),
@@ -268,13 +267,10 @@ func (e *env) waitDelivered(t testing.TB, recorder string, within time.Duration)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if behindSeen == 0 && behindTickets == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s, %d bookings' changes have not reached %s and %d not the tickets consumer", within, behindSeen, recorder, behindTickets)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return behindSeen == 0 && behindTickets == 0
+	}
+	if !caughtUp() {
+		apptest.Eventually(t, within, fmt.Sprintf("bookings' changes have not all reached %s and the tickets consumer", recorder), caughtUp)
 	}
 }
 
@@ -333,17 +329,6 @@ func seatsIf(seats []string, any bool) []string {
 }
 
 // eventually waits (bounded) for cond, failing t with what if it never holds.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func (e *env) parked(t testing.TB) int {
 	t.Helper()
 	var n int

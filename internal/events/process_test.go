@@ -206,7 +206,7 @@ func TestInProcessEventsSurviveServeCrashAndRestart(t *testing.T) {
 // tickets are, and an event is published once every consumer has it.
 func (e *env) waitPublished(t testing.TB, within time.Duration) {
 	t.Helper()
-	eventually(t, within, "events left unpublished", func() bool {
+	apptest.Eventually(t, within, "events left unpublished", func() bool {
 		var left int
 		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&left); err != nil {
 			t.Fatal(err)
@@ -241,7 +241,7 @@ func (e *env) waitNotified(t testing.TB, rcv *receiver, within time.Duration) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, within, "not every event was notified on every channel", func() bool {
+	apptest.Eventually(t, within, "not every event was notified on every channel", func() bool {
 		seen := rcv.ids()
 		for _, x := range all {
 			for _, ch := range events.Channels {

@@ -30,7 +30,7 @@ func (s *Service) AssignSeats(ctx context.Context, customer, id int64, seats []s
 	var out *booking.Booking
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.clock.Now()
-		b, err := booking.Get(ctx, tx, booking.Caller{ID: customer, Role: "customer"}, id)
+		b, err := booking.Get(ctx, tx, booking.Caller{ID: customer, Role: "customer"}, id, now)
 		if err != nil {
 			return err
 		}
@@ -47,9 +47,8 @@ func (s *Service) AssignSeats(ctx context.Context, customer, id int64, seats []s
 		case b.Kind != booking.KindFlight || len(b.Seats) > 0:
 			return fault.New(fault.InvalidState, "booking %d is not a flight booking waiting for its seats", id)
 		case b.Status != booking.Held && b.Status != booking.Confirmed:
+			// A hold that ran out reads EXPIRED (booking.AsOf).
 			return fault.New(fault.InvalidState, "seats cannot be assigned to a %s booking", b.Status)
-		case b.Status == booking.Held && !b.HoldExpiresAt.After(now):
-			return fault.New(fault.InvalidState, "the hold of booking %d has expired", id)
 		case len(r.Seats) != b.Quantity:
 			return fault.Invalid("seats", "booking %d is for %d seats, not %d", id, b.Quantity, len(r.Seats))
 		}

@@ -2,7 +2,6 @@ package flight_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -11,20 +10,6 @@ import (
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/payment/paytest"
 )
-
-func seatMap(t *testing.T, s *apptest.Server, flightID int64) map[string]string {
-	t.Helper()
-	r := s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/flights/%d/seats", flightID)})
-	var m struct {
-		Seats []struct{ SeatNo, Status string }
-	}
-	r.JSON(t, &m)
-	out := map[string]string{}
-	for _, st := range m.Seats {
-		out[st.SeatNo] = st.Status
-	}
-	return out
-}
 
 // A quantity booking gets exactly its quantity of seats of its class, all
 // or nothing; held seats follow the hold, a confirmed booking's are sold.
@@ -35,30 +20,39 @@ func TestAssignSeatsToQuantityHold(t *testing.T) {
 		apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 13, "ABC")},
 		apptest.Fare{Class: "BUSINESS", Price: 5000, Seats: apptest.Seats(1, 1, "AB")})
 	ctx := context.Background()
-	assign := func(customer, booking int64, seats ...string) *apptest.Response {
-		return post(s, customer, fmt.Sprintf("/bookings/%d/seats", booking), map[string]any{"seats": seats})
+	refused := func(what string, p *apptest.Problem, status int, code string) {
+		t.Helper()
+		if !p.Is(status, code) {
+			t.Fatalf("%s: %v, want %d %s", what, p, status, code)
+		}
 	}
-	q := id(t, post(s, 1, "/bookings", holdQty(flightID, "ECONOMY", 2)), "bookingId")
-	mustStatus(t, "hold a seat", post(s, 2, "/bookings", hold(flightID, "ECONOMY", "12C")), http.StatusCreated, "")
+	one, two := s.Customer(1), s.Customer(2)
+	q := one.HoldQuantity(t, flightID, "ECONOMY", 2).BookingID
+	two.HoldSeats(t, flightID, "ECONOMY", "12C")
 
-	mustStatus(t, "another's booking", assign(2, q, "12A", "12B"), http.StatusNotFound, "not_found")
-	mustStatus(t, "too few", assign(1, q, "12A"), http.StatusUnprocessableEntity, "validation_failed")
-	mustStatus(t, "duplicate", assign(1, q, "12A", "12A"), http.StatusUnprocessableEntity, "validation_failed")
-	mustStatus(t, "other class", assign(1, q, "12A", "1A"), http.StatusUnprocessableEntity, "validation_failed")
-	mustStatus(t, "no such seat", assign(1, q, "12A", "99A"), http.StatusUnprocessableEntity, "validation_failed")
-	mustStatus(t, "one taken", assign(1, q, "12B", "12C"), http.StatusConflict, "seat_unavailable")
-	if m := seatMap(t, s, flightID); m["12B"] != "AVAILABLE" {
-		t.Errorf("after a refused assignment 12B is %s: not all or nothing", m["12B"])
+	_, p := two.TryAssignSeats(t, q, "12A", "12B")
+	refused("another's booking", p, http.StatusNotFound, "not_found")
+	_, p = one.TryAssignSeats(t, q, "12A")
+	refused("too few", p, http.StatusUnprocessableEntity, "validation_failed")
+	_, p = one.TryAssignSeats(t, q, "12A", "12A")
+	refused("duplicate", p, http.StatusUnprocessableEntity, "validation_failed")
+	_, p = one.TryAssignSeats(t, q, "12A", "1A")
+	refused("other class", p, http.StatusUnprocessableEntity, "validation_failed")
+	_, p = one.TryAssignSeats(t, q, "12A", "99A")
+	refused("no such seat", p, http.StatusUnprocessableEntity, "validation_failed")
+	_, p = one.TryAssignSeats(t, q, "12B", "12C")
+	refused("one taken", p, http.StatusConflict, "seat_unavailable")
+	if st := one.SeatMap(t, flightID).Status("12B"); st != "AVAILABLE" {
+		t.Errorf("after a refused assignment 12B is %s: not all or nothing", st)
 	}
-	r := assign(1, q, "12B", "12A")
-	mustStatus(t, "assign", r, http.StatusOK, "")
-	if seats := r.Map(t)["seats"]; fmt.Sprint(seats) != "[12A 12B]" {
-		t.Errorf("seats = %v, want [12A 12B]", seats)
+	if v := one.AssignSeats(t, q, "12B", "12A"); !slices.Equal(v.Seats, []string{"12A", "12B"}) {
+		t.Errorf("seats = %v, want [12A 12B]", v.Seats)
 	}
-	if m := seatMap(t, s, flightID); m["12A"] != "HELD" || m["12B"] != "HELD" {
-		t.Errorf("seat map after assignment: 12A %s, 12B %s, want HELD", m["12A"], m["12B"])
+	if m := one.SeatMap(t, flightID); m.Status("12A") != "HELD" || m.Status("12B") != "HELD" {
+		t.Errorf("seat map after assignment: 12A %s, 12B %s, want HELD", m.Status("12A"), m.Status("12B"))
 	}
-	mustStatus(t, "assign again", assign(1, q, "13A", "13B"), http.StatusConflict, "invalid_state")
+	_, p = one.TryAssignSeats(t, q, "13A", "13B")
+	refused("assign again", p, http.StatusConflict, "invalid_state")
 	var until time.Time
 	if err := s.App.Pool.QueryRow(ctx, `SELECT held_until FROM seat WHERE flight_id = $1 AND seat_no = '12A'`, flightID).Scan(&until); err != nil {
 		t.Fatal(err)
@@ -69,18 +63,21 @@ func TestAssignSeatsToQuantityHold(t *testing.T) {
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 
 	// A confirmed quantity booking's seats are sold.
-	c := id(t, post(s, 3, "/bookings", holdQty(flightID, "ECONOMY", 1)), "bookingId")
+	three := s.Customer(3)
+	c := three.HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
 	paytest.Pay(t, s, c)
-	mustStatus(t, "assign to a confirmed booking", assign(3, c, "13A"), http.StatusOK, "")
-	if m := seatMap(t, s, flightID); m["13A"] != "SOLD" {
-		t.Errorf("13A is %s, want SOLD", m["13A"])
+	three.AssignSeats(t, c, "13A")
+	if st := three.SeatMap(t, flightID).Status("13A"); st != "SOLD" {
+		t.Errorf("13A is %s, want SOLD", st)
 	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 
 	// An expired hold gets no seats.
-	e := id(t, post(s, 4, "/bookings", holdQty(flightID, "ECONOMY", 1)), "bookingId")
+	four := s.Customer(4)
+	e := four.HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
 	s.Clock.Advance(11 * time.Minute)
-	mustStatus(t, "assign to an expired hold", assign(4, e, "13B"), http.StatusConflict, "invalid_state")
+	_, p = four.TryAssignSeats(t, e, "13B")
+	refused("assign to an expired hold", p, http.StatusConflict, "invalid_state")
 }
 
 // Seat assignments and group holds of the same seats, each sent in
@@ -106,28 +103,29 @@ func TestAssignSeatsRacesGroupHolds(t *testing.T) {
 		const rounds = 25
 		for round := range rounds {
 			qty := []int64{
-				id(t, post(s, 10, "/bookings", holdQty(flightID, "ECONOMY", 2)), "bookingId"),
-				id(t, post(s, 11, "/bookings", holdQty(flightID, "ECONOMY", 2)), "bookingId"),
+				s.Customer(10).HoldQuantity(t, flightID, "ECONOMY", 2).BookingID,
+				s.Customer(11).HoldQuantity(t, flightID, "ECONOMY", 2).BookingID,
 			}
-			rs := apptest.Race(len(groups), func(i int) *apptest.Response {
+			rs := apptest.Race(len(groups), func(i int) apptest.Attempt {
+				c := s.Customer(int64(10 + i))
 				if i < 2 {
-					return post(s, int64(10+i), fmt.Sprintf("/bookings/%d/seats", qty[i]), map[string]any{"seats": groups[i]})
+					return apptest.Try(c.TryAssignSeats(t, qty[i], groups[i]...))
 				}
-				return post(s, int64(10+i), "/bookings", hold(flightID, "ECONOMY", groups[i]...))
+				return apptest.Try(c.TryHoldSeats(t, flightID, "ECONOMY", groups[i]...))
 			})
 			winners := 0
 			for i, r := range rs {
 				switch {
-				case r.Status == http.StatusOK || r.Status == http.StatusCreated:
+				case r.Problem == nil:
 					winners++
 					want := slices.Clone(groups[i])
 					slices.Sort(want)
-					if got := fmt.Sprint(r.Map(t)["seats"]); got != fmt.Sprint(want) {
-						t.Fatalf("round %d: %v got seats %s", round, groups[i], got)
+					if !slices.Equal(r.View.Seats, want) {
+						t.Fatalf("round %d: %v got seats %v", round, groups[i], r.View.Seats)
 					}
-				case r.Status == http.StatusConflict && r.Code() == "seat_unavailable":
+				case r.Problem.Is(http.StatusConflict, "seat_unavailable"):
 				default:
-					t.Fatalf("round %d: %v got %d %s", round, groups[i], r.Status, r.Body)
+					t.Fatalf("round %d: %v got %s", round, groups[i], r.Problem)
 				}
 			}
 			if winners != 1 {
@@ -149,8 +147,7 @@ func TestAssignSeatsRacesGroupHolds(t *testing.T) {
 			}
 			rows.Close()
 			for _, b := range live {
-				mustStatus(t, "cancel", s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", b.id),
-					Token: s.Token("customer", b.customer)}), http.StatusOK, "")
+				s.Customer(b.customer).Cancel(t, b.id)
 			}
 		}
 		if d := deadlocks() - before; d != 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/booking"
 )
 
 // An expired hold's seat shows AVAILABLE and can be held again before the
@@ -19,52 +20,26 @@ func TestExpiredHoldReclaimedBeforeSweep(t *testing.T) {
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "ABC")})
 	ctx := context.Background()
 
-	first := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 1),
-		Body: hold(flightID, "ECONOMY", "12A", "12B")})
-	if first.Status != http.StatusCreated {
-		t.Fatalf("first hold: %d %s", first.Status, first.Body)
-	}
-	firstID := int64(first.Map(t)["bookingId"].(float64))
-	expires, err := time.Parse(time.RFC3339Nano, first.Map(t)["holdExpiresAt"].(string))
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := s.Customer(1).HoldSeats(t, flightID, "ECONOMY", "12A", "12B")
+	firstID, expires := first.BookingID, *first.HoldExpiresAt
 	if want := apptest.Epoch.Add(10 * time.Minute); !expires.Equal(want) {
 		t.Errorf("holdExpiresAt = %s, want %s (BERTH_FLIGHT_HOLD_TTL 10m on the server's clock)", expires, want)
 	}
 
-	seatStatus := func(seat string) string {
-		r := s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/flights/%d/seats", flightID)})
-		var m struct {
-			Seats []struct{ SeatNo, Status string }
-		}
-		r.JSON(t, &m)
-		for _, st := range m.Seats {
-			if st.SeatNo == seat {
-				return st.Status
-			}
-		}
-		t.Fatalf("seat %s not in the seat map", seat)
-		return ""
-	}
+	seatStatus := func(seat string) string { return s.Anonymous().SeatMap(t, flightID).Status(seat) }
 	if got := seatStatus("12A"); got != "HELD" {
 		t.Errorf("before expiry 12A is %s, want HELD", got)
 	}
 	// One microsecond before expiry the seat is still taken.
 	s.Clock.Set(expires.Add(-time.Microsecond))
-	if r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 2),
-		Body: hold(flightID, "ECONOMY", "12A")}); r.Status != http.StatusConflict {
-		t.Fatalf("hold before expiry: %d %s, want 409", r.Status, r.Body)
+	if _, p := s.Customer(2).TryHoldSeats(t, flightID, "ECONOMY", "12A"); !p.Is(http.StatusConflict, "seat_unavailable") {
+		t.Fatalf("hold before expiry: %v, want 409 seat_unavailable", p)
 	}
 	s.Clock.Set(expires)
 	if got := seatStatus("12A"); got != "AVAILABLE" {
 		t.Errorf("at expiry 12A is %s, want AVAILABLE", got)
 	}
-	second := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 2),
-		Body: hold(flightID, "ECONOMY", "12A")})
-	if second.Status != http.StatusCreated {
-		t.Fatalf("reclaim before sweep: %d %s, want 201", second.Status, second.Body)
-	}
+	second := s.Customer(2).HoldSeats(t, flightID, "ECONOMY", "12A")
 	// Until the sweep the old booking still counts: the counters err on the
 	// safe side (both bookings' units are held).
 	if c := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); c != (counters{held: 3}) {
@@ -88,16 +63,86 @@ func TestExpiredHoldReclaimedBeforeSweep(t *testing.T) {
 		Scan(&firstStatus, &seatB, &ownerA); err != nil {
 		t.Fatal(err)
 	}
-	if firstStatus != "EXPIRED" || seatB != "AVAILABLE" || ownerA != int64(second.Map(t)["bookingId"].(float64)) {
+	if firstStatus != "EXPIRED" || seatB != "AVAILABLE" || ownerA != second.BookingID {
 		t.Errorf("after sweep: first booking %s, 12B %s, 12A owned by %d; want EXPIRED, AVAILABLE, the new booking",
 			firstStatus, seatB, ownerA)
 	}
 	// The expired booking says so to its owner, and cannot be cancelled.
-	r := s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", firstID), Token: s.Token("customer", 1)})
-	if r.Status != http.StatusConflict || r.Code() != "invalid_state" {
-		t.Errorf("cancel an expired booking: %d %s, want 409 invalid_state", r.Status, r.Body)
+	if _, p := s.Customer(1).TryCancel(t, firstID); !p.Is(http.StatusConflict, "invalid_state") {
+		t.Errorf("cancel an expired booking: %v, want 409 invalid_state", p)
 	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
+}
+
+// A hold reads EXPIRED from its deadline on, in every answer, before any
+// sweeper has run: the moment the seat map shows its seat AVAILABLE and
+// another customer can take it, its owner must not read HELD, pay-by link
+// and all (issue 14). One microsecond earlier it is still HELD.
+func TestExpiredHoldReadsExpiredBeforeSweep(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{}) // the sweeper does not run
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "ABC")})
+	alice, bob, admin := s.Customer(1), s.Customer(2), s.Admin()
+
+	held := alice.HoldSeats(t, flightID, "ECONOMY", "12A")
+	if held.Status != booking.Held || held.HoldExpiresAt == nil {
+		t.Fatalf("hold answered %+v", held)
+	}
+	deadline := *held.HoldExpiresAt
+
+	s.Clock.Set(deadline.Add(-time.Microsecond))
+	if v := alice.GetBooking(t, held.BookingID); v.Status != booking.Held || v.PaymentURL == "" {
+		t.Errorf("just before the deadline: %s (paymentUrl %q), want HELD with its paymentUrl", v.Status, v.PaymentURL)
+	}
+
+	s.Clock.Set(deadline)
+	if got := alice.SeatMap(t, flightID).Status("12A"); got != "AVAILABLE" {
+		t.Fatalf("at the deadline the seat map shows 12A %s, want AVAILABLE", got)
+	}
+	for _, c := range []struct {
+		who  string
+		read func() booking.View
+	}{
+		{"GET /bookings/{id} by its customer", func() booking.View { return alice.GetBooking(t, held.BookingID) }},
+		{"GET /bookings/{id} by an admin", func() booking.View { return admin.GetBooking(t, held.BookingID) }},
+		{"GET /bookings of its customer", func() booking.View { return only(t, alice.Bookings(t, "")) }},
+		{"GET /bookings of an admin", func() booking.View { return only(t, admin.Bookings(t, "")) }},
+	} {
+		v := c.read()
+		if v.Status != booking.Expired || v.HoldExpiresAt != nil || v.PaymentURL != "" {
+			t.Errorf("%s at the deadline, not swept: %s (holdExpiresAt %v, paymentUrl %q), want EXPIRED without them",
+				c.who, v.Status, v.HoldExpiresAt, v.PaymentURL)
+		}
+	}
+	// What it reads is what it is: an expired booking cannot be cancelled
+	// or extended (docs/api.md), though the sweeper has not recorded it.
+	if _, p := alice.TryCancel(t, held.BookingID); !p.Is(http.StatusConflict, "invalid_state") {
+		t.Errorf("cancel at the deadline: %v, want 409 invalid_state", p)
+	}
+	if _, p := alice.TryExtend(t, held.BookingID); !p.Is(http.StatusConflict, "invalid_state") {
+		t.Errorf("extend at the deadline: %v, want 409 invalid_state", p)
+	}
+	if _, p := alice.TryStartPayment(t, held.BookingID, "late"); !p.Is(http.StatusConflict, "hold_expired") {
+		t.Errorf("pay at the deadline: %v, want 409 hold_expired", p)
+	}
+
+	// Another customer takes the seat; the old booking stays EXPIRED.
+	if v := bob.HoldSeats(t, flightID, "ECONOMY", "12A"); v.Status != booking.Held {
+		t.Errorf("bob's hold of 12A: %s, want HELD", v.Status)
+	}
+	if v := alice.GetBooking(t, held.BookingID); v.Status != booking.Expired {
+		t.Errorf("after bob took 12A alice's booking reads %s, want EXPIRED", v.Status)
+	}
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
+}
+
+// only returns the one booking of a list.
+func only(t *testing.T, list []booking.View) booking.View {
+	t.Helper()
+	if len(list) != 1 {
+		t.Fatalf("%d bookings listed, want 1: %+v", len(list), list)
+	}
+	return list[0]
 }
 
 // Two sweepers running at once expire every booking exactly once.
@@ -109,13 +154,10 @@ func TestTwoSweepersExpireEachHoldOnce(t *testing.T) {
 		apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 19, "ABCDEF")},
 		apptest.Fare{Class: "PREMIUM", Price: 2000, Capacity: 100})
 	for i := range holds {
-		body := hold(flightID, "ECONOMY", fmt.Sprintf("%d%c", 10+i/6, 'A'+i%6))
-		if i%2 == 1 {
-			body = holdQty(flightID, "PREMIUM", 2)
-		}
-		if r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(i+1)),
-			Body: body}); r.Status != http.StatusCreated {
-			t.Fatalf("hold %d: %d %s", i, r.Status, r.Body)
+		if c := s.Customer(int64(i + 1)); i%2 == 1 {
+			c.HoldQuantity(t, flightID, "PREMIUM", 2)
+		} else {
+			c.HoldSeats(t, flightID, "ECONOMY", fmt.Sprintf("%d%c", 10+i/6, 'A'+i%6))
 		}
 	}
 	s.Clock.Advance(11 * time.Minute)
@@ -159,21 +201,19 @@ func TestCancelHeldReleasesAtOnce(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(5, 5, "AB")})
-	r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 1),
-		Body: hold(flightID, "ECONOMY", "5A", "5B")})
-	id := int64(r.Map(t)["bookingId"].(float64))
+	id := s.Customer(1).HoldSeats(t, flightID, "ECONOMY", "5A", "5B").BookingID
+	// POST /bookings/{id}/cancel, the other way to cancel than the
+	// client's DELETE.
 	c := s.Do(apptest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/bookings/%d/cancel", id), Token: s.Token("customer", 1)})
-	if c.Status != http.StatusOK || c.Map(t)["status"] != "CANCELLED" || c.Map(t)["cancelReason"] != "customer" {
+	var v booking.View
+	c.JSON(t, &v)
+	if c.Status != http.StatusOK || v.Status != booking.Cancelled || v.CancelReason != booking.ByCustomer {
 		t.Fatalf("cancel: %d %s", c.Status, c.Body)
 	}
-	if _, ok := c.Map(t)["holdExpiresAt"]; ok {
+	if v.HoldExpiresAt != nil {
 		t.Errorf("a cancelled booking shows holdExpiresAt: %s", c.Body)
 	}
-	again := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 2),
-		Body: hold(flightID, "ECONOMY", "5B", "5A")})
-	if again.Status != http.StatusCreated {
-		t.Fatalf("hold after cancel: %d %s", again.Status, again.Body)
-	}
+	s.Customer(2).HoldSeats(t, flightID, "ECONOMY", "5B", "5A")
 	if cc := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); cc != (counters{held: 2}) {
 		t.Errorf("counters = %+v, want held 2", cc)
 	}

@@ -3,7 +3,6 @@ package flight_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -23,23 +22,25 @@ func TestExtendHold(t *testing.T) {
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "ABC")})
 	ctx := context.Background()
-	r := post(s, 1, "/bookings", hold(flightID, "ECONOMY", "12A", "12B"))
-	mustStatus(t, "hold", r, http.StatusCreated, "")
-	bid := id(t, r, "bookingId")
-	extend := func(customer, booking int64) *apptest.Response {
-		return post(s, customer, fmt.Sprintf("/bookings/%d/extend", booking), nil)
+	one := s.Customer(1)
+	bid := one.HoldSeats(t, flightID, "ECONOMY", "12A", "12B").BookingID
+	refused := func(what string, p *apptest.Problem, status int, code string) {
+		t.Helper()
+		if !p.Is(status, code) {
+			t.Fatalf("%s: %v, want %d %s", what, p, status, code)
+		}
 	}
-	mustStatus(t, "another's booking", extend(2, bid), http.StatusNotFound, "not_found")
-	mustStatus(t, "an admin", s.Do(apptest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/bookings/%d/extend", bid),
-		Token: s.Token("admin", 1)}), http.StatusForbidden, "forbidden")
+	_, p := s.Customer(2).TryExtend(t, bid)
+	refused("another's booking", p, http.StatusNotFound, "not_found")
+	_, p = s.Admin().TryExtend(t, bid)
+	refused("an admin", p, http.StatusForbidden, "forbidden")
 	s.Clock.Advance(9 * time.Minute)
-	r = extend(1, bid)
-	mustStatus(t, "extend", r, http.StatusOK, "")
 	want := apptest.Epoch.Add(15 * time.Minute)
-	if got := r.Map(t)["holdExpiresAt"]; got != want.Format(time.RFC3339) {
+	if got := one.Extend(t, bid).HoldExpiresAt; got == nil || !got.Equal(want) {
 		t.Errorf("holdExpiresAt = %v, want %s (10m hold + 5m extension)", got, want.Format(time.RFC3339))
 	}
-	mustStatus(t, "extend twice", extend(1, bid), http.StatusConflict, "invalid_state")
+	_, p = one.TryExtend(t, bid)
+	refused("extend twice", p, http.StatusConflict, "invalid_state")
 	var events int
 	if err := s.App.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE booking_id = $1 AND type = 'booking.extended'`, bid).Scan(&events); err != nil {
 		t.Fatal(err)
@@ -49,22 +50,21 @@ func TestExtendHold(t *testing.T) {
 	}
 	// Past the old deadline the seats are still the extended hold's.
 	s.Clock.Set(apptest.Epoch.Add(12 * time.Minute))
-	mustStatus(t, "take a seat of the extended hold", post(s, 2, "/bookings", hold(flightID, "ECONOMY", "12A")),
-		http.StatusConflict, "seat_unavailable")
+	_, p = s.Customer(2).TryHoldSeats(t, flightID, "ECONOMY", "12A")
+	refused("take a seat of the extended hold", p, http.StatusConflict, "seat_unavailable")
 	if n, err := s.App.Sweeper.Pass(ctx); err != nil || n != 0 {
 		t.Errorf("sweep before the new deadline expired %d (err %v), want 0", n, err)
 	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 	s.Clock.Set(want)
-	mustStatus(t, "extend an expired hold", extend(1, bid), http.StatusConflict, "invalid_state")
+	_, p = one.TryExtend(t, bid)
+	refused("extend an expired hold", p, http.StatusConflict, "invalid_state")
 
 	// Never past departure (48h after the epoch).
 	s.Clock.Set(apptest.Epoch.Add(48*time.Hour - 12*time.Minute))
-	r = post(s, 3, "/bookings", holdQty(flightID, "ECONOMY", 1))
-	mustStatus(t, "hold near departure", r, http.StatusCreated, "")
-	r = extend(3, id(t, r, "bookingId"))
-	mustStatus(t, "extend near departure", r, http.StatusOK, "")
-	if got := r.Map(t)["holdExpiresAt"]; got != apptest.Epoch.Add(48*time.Hour).Format(time.RFC3339) {
+	three := s.Customer(3)
+	near := three.HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
+	if got := three.Extend(t, near).HoldExpiresAt; got == nil || !got.Equal(apptest.Epoch.Add(48*time.Hour)) {
 		t.Errorf("holdExpiresAt near departure = %v, want the departure", got)
 	}
 	// A hold that already lasts until departure cannot be extended.
@@ -72,9 +72,9 @@ func TestExtendHold(t *testing.T) {
 	if _, err := s.App.Sweeper.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r2 := post(s, 5, "/bookings", holdQty(flightID, "ECONOMY", 1))
-	mustStatus(t, "hold at departure - 9m", r2, http.StatusCreated, "")
-	mustStatus(t, "extend a hold that ends at departure", extend(5, id(t, r2, "bookingId")), http.StatusConflict, "invalid_state")
+	five := s.Customer(5)
+	_, p = five.TryExtend(t, five.HoldQuantity(t, flightID, "ECONOMY", 1).BookingID)
+	refused("extend a hold that ends at departure", p, http.StatusConflict, "invalid_state")
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
 
@@ -92,9 +92,7 @@ func TestExtendRacesSweeperAtDeadline(t *testing.T) {
 	ids := make([]int64, holds)
 	for i := range ids {
 		seat := apptest.Seats(10, 29, "AB")[i]
-		r := post(s, int64(100+i), "/bookings", hold(flightID, "ECONOMY", seat))
-		mustStatus(t, "hold", r, http.StatusCreated, "")
-		ids[i] = id(t, r, "bookingId")
+		ids[i] = s.Customer(int64(100+i)).HoldSeats(t, flightID, "ECONOMY", seat).BookingID
 	}
 	deadline := apptest.Epoch.Add(10 * time.Minute)
 	s.Clock.Set(deadline)
@@ -174,30 +172,23 @@ func TestExtendRacesSweepersTwoProcesses(t *testing.T) {
 		apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: seats})
 	type heldSeat struct {
 		id       int64
-		customer int64
+		client   apptest.Client
 		deadline time.Time
 	}
 	holds := make([]heldSeat, len(seats))
 	for i, seat := range seats {
-		customer := int64(100 + i)
-		r := apptest.Do(t, procs[i%2].URL, apptest.Request{Method: http.MethodPost, Path: "/bookings",
-			Token: apptest.Token(t, "customer", customer, now), Body: hold(flightID, "ECONOMY", seat)})
-		mustStatus(t, "hold", r, http.StatusCreated, "")
-		d, err := time.Parse(time.RFC3339Nano, r.Map(t)["holdExpiresAt"].(string))
-		if err != nil {
-			t.Fatal(err)
-		}
-		holds[i] = heldSeat{id: id(t, r, "bookingId"), customer: customer, deadline: d}
+		c := apptest.Client{Base: procs[i%2].URL, Token: apptest.Token(t, "customer", int64(100+i), now)}
+		v := c.HoldSeats(t, flightID, "ECONOMY", seat)
+		holds[i] = heldSeat{id: v.BookingID, client: c, deadline: *v.HoldExpiresAt}
 	}
-	rs := apptest.Race(len(holds), func(i int) *apptest.Response {
+	rs := apptest.Race(len(holds), func(i int) apptest.Attempt {
 		h := holds[i]
 		time.Sleep(time.Until(h.deadline.Add(time.Duration(i%5-2) * 10 * time.Millisecond)))
-		return apptest.Do(t, procs[i%2].URL, apptest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/bookings/%d/extend", h.id),
-			Token: apptest.Token(t, "customer", h.customer, now)})
+		return apptest.Try(h.client.TryExtend(t, h.id))
 	})
 	time.Sleep(2500 * time.Millisecond) // two sweeps of each process
 	pool := pgtest.Open(t, dbURL)
-	got := apptest.Answers(rs)
+	got := apptest.Tally(rs)
 	for i, r := range rs {
 		var status string
 		var extended bool
@@ -207,16 +198,16 @@ func TestExtendRacesSweepersTwoProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
-		case r.Status == http.StatusOK:
+		case r.Problem == nil:
 			if status != "HELD" || !extended || !expires.Equal(holds[i].deadline.Add(5*time.Minute)) {
 				t.Errorf("booking %d: extension answered 200 but it is %s, extended %v, until %s", holds[i].id, status, extended, expires)
 			}
-		case r.Status == http.StatusConflict && r.Code() == "invalid_state":
+		case r.Problem.Is(http.StatusConflict, "invalid_state"):
 			if status != "EXPIRED" || extended {
 				t.Errorf("booking %d: extension refused but it is %s, extended %v", holds[i].id, status, extended)
 			}
 		default:
-			t.Errorf("booking %d: extension answered %d %s", holds[i].id, r.Status, r.Body)
+			t.Errorf("booking %d: extension answered %s", holds[i].id, r.Problem)
 		}
 	}
 	t.Logf("%d holds extended at their deadline ±20 ms through two processes: %v", len(holds), got)
@@ -231,7 +222,8 @@ func TestExtendWaitsForAJoinUnderWay(t *testing.T) {
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "A")})
 	ctx := context.Background()
-	bid := id(t, post(s, 1, "/bookings", holdQty(flightID, "ECONOMY", 1)), "bookingId")
+	one := s.Customer(1)
+	bid := one.HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
 
 	// What a join does, held open: the class's buckets locked, the entry
 	// written, not yet committed.
@@ -247,16 +239,18 @@ func TestExtendWaitsForAJoinUnderWay(t *testing.T) {
 		VALUES ($1, 'ECONOMY', 2, 1, $2, $2)`, flightID, s.Clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	answer := make(chan *apptest.Response, 1)
-	go func() { answer <- post(s, 1, fmt.Sprintf("/bookings/%d/extend", bid), nil) }()
+	answer := make(chan apptest.Attempt, 1)
+	go func() { answer <- apptest.Try(one.TryExtend(t, bid)) }()
 	select {
 	case r := <-answer:
-		t.Fatalf("the extension answered %d %s while a join was under way; want it to wait", r.Status, r.Body)
+		t.Fatalf("the extension answered %+v while a join was under way; want it to wait", r)
 	case <-time.After(500 * time.Millisecond):
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustStatus(t, "extension after the join", <-answer, http.StatusConflict, "invalid_state")
+	if r := <-answer; !r.Problem.Is(http.StatusConflict, "invalid_state") {
+		t.Fatalf("extension after the join: %+v, want 409 invalid_state", r)
+	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }

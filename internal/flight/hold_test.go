@@ -2,7 +2,6 @@ package flight_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -14,14 +13,6 @@ import (
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/pg/pgtest"
 )
-
-func hold(flightID int64, class string, seats ...string) map[string]any {
-	return map[string]any{"flightId": flightID, "fareClass": class, "seats": seats}
-}
-
-func holdQty(flightID int64, class string, n int) map[string]any {
-	return map[string]any{"flightId": flightID, "fareClass": class, "quantity": n}
-}
 
 type counters struct{ sold, held int }
 
@@ -57,28 +48,26 @@ func testOneSeatTwoProcesses(t *testing.T, protect string) {
 		apptest.Fare{Class: "ECONOMY", Price: 1_500_000, Seats: apptest.Seats(10, 14, "ABCDEF")})
 
 	const buyers = 200
-	tokens := make([]string, buyers)
-	for i := range tokens {
-		tokens[i] = apptest.Token(t, "customer", int64(1000+i), now)
-	}
-	rs := apptest.Race(buyers, func(i int) *apptest.Response {
-		base := a.URL
+	clients := make([]apptest.Client, buyers)
+	for i := range clients {
+		clients[i] = apptest.Client{Base: a.URL, Token: apptest.Token(t, "customer", int64(1000+i), now)}
 		if i%2 == 1 {
-			base = b.URL
+			clients[i].Base = b.URL
 		}
-		return apptest.Do(t, base, apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: tokens[i],
-			Body: hold(flightID, "ECONOMY", "12A")})
+	}
+	rs := apptest.Race(buyers, func(i int) apptest.Attempt {
+		return apptest.Try(clients[i].TryHoldSeats(t, flightID, "ECONOMY", "12A"))
 	})
-	got := apptest.Answers(rs)
-	if got["201"] != 1 || got["409 seat_unavailable"] != buyers-1 {
-		t.Fatalf("answers = %v, want exactly one 201 and %d 409 seat_unavailable", got, buyers-1)
+	got := apptest.Tally(rs)
+	if got["ok"] != 1 || got["409 seat_unavailable"] != buyers-1 {
+		t.Fatalf("answers = %v, want exactly one hold and %d 409 seat_unavailable", got, buyers-1)
 	}
 
 	pool := pgtest.Open(t, dbURL)
 	var winner int64
 	for _, r := range rs {
-		if r.Status == http.StatusCreated {
-			winner = int64(r.Map(t)["bookingId"].(float64))
+		if r.Problem == nil {
+			winner = r.View.BookingID
 		}
 	}
 	var status string
@@ -126,24 +115,22 @@ func testOverlappingGroups(t *testing.T, o apptest.Options) {
 	groups := [][]string{{"12B", "12A"}, {"12B", "12C"}, {"12A", "12B"}, {"12C", "12B"}}
 	const rounds = 40
 	for round := range rounds {
-		rs := apptest.Race(len(groups), func(i int) *apptest.Response {
-			return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(10+i)),
-				Body: hold(flightID, "ECONOMY", groups[i]...)})
+		rs := apptest.Race(len(groups), func(i int) apptest.Attempt {
+			return apptest.Try(s.Customer(int64(10+i)).TryHoldSeats(t, flightID, "ECONOMY", groups[i]...))
 		})
 		winners := 0
 		for i, r := range rs {
 			switch {
-			case r.Status == http.StatusCreated:
+			case r.Problem == nil:
 				winners++
-				seats := r.Map(t)["seats"].([]any)
 				want := slices.Clone(groups[i])
 				slices.Sort(want)
-				if len(seats) != 2 || seats[0] != want[0] || seats[1] != want[1] {
-					t.Fatalf("round %d: booking holds %v, want %v", round, seats, want)
+				if !slices.Equal(r.View.Seats, want) {
+					t.Fatalf("round %d: booking holds %v, want %v", round, r.View.Seats, want)
 				}
-			case r.Status == http.StatusConflict && r.Code() == "seat_unavailable":
+			case r.Problem.Is(http.StatusConflict, "seat_unavailable"):
 			default:
-				t.Fatalf("round %d: group %v got %d %s", round, groups[i], r.Status, r.Body)
+				t.Fatalf("round %d: group %v got %s", round, groups[i], r.Problem)
 			}
 		}
 		if winners != 1 {
@@ -152,13 +139,8 @@ func testOverlappingGroups(t *testing.T, o apptest.Options) {
 		// Every held seat belongs to the one winning booking: no partial hold.
 		twoSeatsHeldByOneBooking(t, pool, flightID, round)
 		for _, r := range rs {
-			if r.Status == http.StatusCreated {
-				id := int64(r.Map(t)["bookingId"].(float64))
-				cust := int64(r.Map(t)["customerId"].(float64))
-				if c := s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", id),
-					Token: s.Token("customer", cust)}); c.Status != http.StatusOK {
-					t.Fatalf("cancel: %d %s", c.Status, c.Body)
-				}
+			if r.Problem == nil {
+				s.Customer(r.View.CustomerID).Cancel(t, r.View.BookingID)
 			}
 		}
 	}
@@ -201,22 +183,19 @@ func testQuotaExact(t *testing.T, o apptest.Options, buckets int) {
 	flightID := s.CreateFlight(t,
 		apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 5, OverbookLimit: 1, Buckets: buckets},
 		apptest.Fare{Class: "BUSINESS", Price: 5000, Seats: apptest.Seats(1, 1, "AB"), Buckets: buckets})
-	rs := apptest.Race(50, func(i int) *apptest.Response {
-		return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(100+i)),
-			Body: holdQty(flightID, "ECONOMY", 1)})
+	rs := apptest.Race(50, func(i int) apptest.Attempt {
+		return apptest.Try(s.Customer(int64(100+i)).TryHoldQuantity(t, flightID, "ECONOMY", 1))
 	})
-	got := apptest.Answers(rs)
-	if got["201"] != 6 || got["409 sold_out"] != 44 {
-		t.Fatalf("answers = %v, want 6 201 and 44 409 sold_out", got)
+	got := apptest.Tally(rs)
+	if got["ok"] != 6 || got["409 sold_out"] != 44 {
+		t.Fatalf("answers = %v, want 6 holds and 44 409 sold_out", got)
 	}
 	if c := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); c != (counters{held: 6}) {
 		t.Errorf("counters = %+v, want held 6", c)
 	}
 	// A group that does not fit whole is refused whole.
-	r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 7),
-		Body: holdQty(flightID, "BUSINESS", 3)})
-	if r.Status != http.StatusConflict || r.Code() != "sold_out" {
-		t.Errorf("3 of 2 business seats: %d %s, want 409 sold_out", r.Status, r.Body)
+	if _, p := s.Customer(7).TryHoldQuantity(t, flightID, "BUSINESS", 3); !p.Is(http.StatusConflict, "sold_out") {
+		t.Errorf("3 of 2 business seats: %v, want 409 sold_out", p)
 	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
@@ -226,14 +205,9 @@ func TestGroupHoldIsAllOrNothing(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(20, 21, "ABC")})
-	if r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 1),
-		Body: hold(flightID, "ECONOMY", "20C")}); r.Status != http.StatusCreated {
-		t.Fatalf("first hold: %d %s", r.Status, r.Body)
-	}
-	r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", 2),
-		Body: hold(flightID, "ECONOMY", "20A", "20B", "20C")})
-	if r.Status != http.StatusConflict || r.Code() != "seat_unavailable" {
-		t.Fatalf("overlapping group: %d %s, want 409 seat_unavailable", r.Status, r.Body)
+	s.Customer(1).HoldSeats(t, flightID, "ECONOMY", "20C")
+	if _, p := s.Customer(2).TryHoldSeats(t, flightID, "ECONOMY", "20A", "20B", "20C"); !p.Is(http.StatusConflict, "seat_unavailable") {
+		t.Fatalf("overlapping group: %v, want 409 seat_unavailable", p)
 	}
 	var held int
 	if err := s.App.Pool.QueryRow(context.Background(), `SELECT count(*) FROM seat WHERE flight_id = $1 AND status <> 'AVAILABLE'`,

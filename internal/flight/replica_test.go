@@ -44,13 +44,7 @@ func TestReadReplica(t *testing.T) {
 
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("never: %s", what)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		apptest.Eventually(t, 60*time.Second, "never: "+what, ok)
 	}
 	seat := func(no string) string {
 		t.Helper()
@@ -94,43 +88,28 @@ func TestReadReplica(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	holdSeat := func(customer int64, no string) *apptest.Response {
-		return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", customer),
-			Body: hold(flightID, "ECONOMY", no)})
-	}
-
 	// Customer 1 holds 1B; the replica catches up and reads go to it.
-	first := holdSeat(1, "1B")
-	if first.Status != http.StatusCreated {
-		t.Fatalf("hold 1B: %d %s", first.Status, first.Body)
-	}
-	var b1 struct {
-		ID int64 `json:"bookingId"`
-	}
-	first.JSON(t, &b1)
+	b1 := s.Customer(1).HoldSeats(t, flightID, "ECONOMY", "1B")
 	waitFor("reads go to the replica", func() bool { st, state := readyz(); return st == 200 && state == "ok" })
 	waitFor("the replica shows 1B held", func() bool { return seat("1B") == "HELD" })
 
 	// The replica stops replaying: from now on it shows the past.
 	replicaExec(`SELECT pg_wal_replay_pause()`)
 	paused := time.Now()
-	if r := holdSeat(2, "1A"); r.Status != http.StatusCreated {
-		t.Fatalf("hold 1A: %d %s", r.Status, r.Body)
-	}
-	if r := s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", b1.ID), Token: s.Token("customer", 1)}); r.Status != http.StatusOK {
-		t.Fatalf("cancel 1B: %d %s", r.Status, r.Body)
-	}
+	s.Customer(2).HoldSeats(t, flightID, "ECONOMY", "1A")
+	s.Customer(1).Cancel(t, b1.BookingID)
 	// Within the allowed lag, the seat map is the replica's: stale.
 	if a, b := seat("1A"), seat("1B"); time.Since(paused) < maxLag/2 && (a != "AVAILABLE" || b != "HELD") {
 		t.Fatalf("seat map within the allowed lag: 1A %s 1B %s; want the replica's AVAILABLE and HELD (read from the primary?)", a, b)
 	}
 	// Holds ask the primary, never the replica: 1A, which the replica
 	// shows free, is refused; 1B, which it shows held, is granted.
-	if r := holdSeat(3, "1A"); r.Status != http.StatusConflict || r.Code() != "seat_unavailable" {
-		t.Errorf("hold of 1A (taken on the primary, free on the replica): %d %s, want 409 seat_unavailable", r.Status, r.Body)
+	three := s.Customer(3)
+	if _, p := three.TryHoldSeats(t, flightID, "ECONOMY", "1A"); !p.Is(http.StatusConflict, "seat_unavailable") {
+		t.Errorf("hold of 1A (taken on the primary, free on the replica): %v, want 409 seat_unavailable", p)
 	}
-	if r := holdSeat(3, "1B"); r.Status != http.StatusCreated {
-		t.Errorf("hold of 1B (free on the primary, held on the replica): %d %s, want 201", r.Status, r.Body)
+	if _, p := three.TryHoldSeats(t, flightID, "ECONOMY", "1B"); p != nil {
+		t.Errorf("hold of 1B (free on the primary, held on the replica): %s, want a hold", p)
 	}
 
 	// Past the allowed lag, reads go to the primary; berth stays ready.

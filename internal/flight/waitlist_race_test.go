@@ -45,13 +45,14 @@ func testWaitlistRace(t *testing.T, buckets int) {
 	do := func(i int, customer int64, method, path string, body any) *apptest.Response {
 		return apptest.Do(t, base(i), apptest.Request{Method: method, Path: path, Token: apptest.Token(t, "customer", customer, now), Body: body})
 	}
+	customer := func(i int, id int64) apptest.Client {
+		return apptest.Client{Base: base(i), Token: apptest.Token(t, "customer", id, now)}
+	}
 
 	const holders, waiting, walkIns = 50, 20, 20
 	bookings := make([]int64, holders)
 	for i := range holders {
-		r := do(i, int64(1000+i), http.MethodPost, "/bookings", holdQty(flightID, "ECONOMY", 1))
-		mustStatus(t, "hold", r, http.StatusCreated, "")
-		bookings[i] = id(t, r, "bookingId")
+		bookings[i] = customer(i, int64(1000+i)).HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
 	}
 	wanted := 0
 	for i := range waiting {
@@ -61,14 +62,14 @@ func testWaitlistRace(t *testing.T, buckets int) {
 		mustStatus(t, "join", r, http.StatusCreated, "")
 	}
 
-	rs := apptest.Race(holders+walkIns, func(i int) *apptest.Response {
+	rs := apptest.Race(holders+walkIns, func(i int) apptest.Attempt {
 		if i < holders {
-			return do(i, int64(1000+i), http.MethodPost, fmt.Sprintf("/bookings/%d/cancel", bookings[i]), nil)
+			return apptest.Try(customer(i, int64(1000+i)).TryCancel(t, bookings[i]))
 		}
-		return do(i, int64(3000+i), http.MethodPost, "/bookings", holdQty(flightID, "ECONOMY", 1))
+		return apptest.Try(customer(i, int64(3000+i)).TryHoldQuantity(t, flightID, "ECONOMY", 1))
 	})
-	cancels, walkInsHeld := apptest.Answers(rs[:holders]), apptest.Answers(rs[holders:])
-	if cancels["200"] != holders {
+	cancels, walkInsHeld := apptest.Tally(rs[:holders]), apptest.Tally(rs[holders:])
+	if cancels["ok"] != holders {
 		t.Fatalf("cancellations = %v, want %d 200", cancels, holders)
 	}
 
@@ -85,7 +86,7 @@ func testWaitlistRace(t *testing.T, buckets int) {
 	}
 	c := fareCounters(t, pool, flightID, "ECONOMY")
 	t.Logf("buckets=%d: %d cancelled, %d entries offered %d units (%d distinct bookings), walk-ins %v, counters %+v",
-		buckets, cancels["200"], offered, offeredUnits, distinctBookings, walkInsHeld, c)
+		buckets, cancels["ok"], offered, offeredUnits, distinctBookings, walkInsHeld, c)
 	if offered != waiting || offeredUnits != wanted || distinctBookings != waiting || liveOffers != waiting || stillWaiting != 0 {
 		t.Errorf("%d of %d entries offered (%d units of %d, %d distinct live bookings), %d still waiting",
 			offered, waiting, offeredUnits, wanted, distinctBookings, stillWaiting)
@@ -99,8 +100,8 @@ func testWaitlistRace(t *testing.T, buckets int) {
 		t.Errorf("%d waitlist.offered events, want %d", offersMade, waiting)
 	}
 	// Walk-ins only ever get units no entry was waiting for.
-	if c.held != wanted+walkInsHeld["201"] || c.held > holders || walkInsHeld["201"] > holders-wanted {
-		t.Errorf("held %d, want the %d offered units plus %d walk-ins, at most %d", c.held, wanted, walkInsHeld["201"], holders)
+	if c.held != wanted+walkInsHeld["ok"] || c.held > holders || walkInsHeld["ok"] > holders-wanted {
+		t.Errorf("held %d, want the %d offered units plus %d walk-ins, at most %d", c.held, wanted, walkInsHeld["ok"], holders)
 	}
 	apptest.MustAudit(t, pool, time.Now())
 }

@@ -61,7 +61,7 @@ func TestWaitlistJoinListLeave(t *testing.T) {
 	}
 
 	mustStatus(t, "join with room", join(1, "ECONOMY", 1), http.StatusConflict, "invalid_state")
-	mustStatus(t, "hold", post(s, 9, "/bookings", holdQty(flightID, "ECONOMY", 1)), http.StatusCreated, "")
+	s.Customer(9).HoldQuantity(t, flightID, "ECONOMY", 1)
 	// One unit left: a pair may wait, a single should hold.
 	mustStatus(t, "join for 1 with 1 left", join(1, "ECONOMY", 1), http.StatusConflict, "invalid_state")
 	r := join(1, "ECONOMY", 2)
@@ -132,9 +132,7 @@ func TestWaitlistOffers(t *testing.T) {
 
 	var holds []int64
 	for c := range 3 {
-		r := post(s, int64(10+c), "/bookings", holdQty(flightID, "ECONOMY", 1))
-		mustStatus(t, "hold", r, http.StatusCreated, "")
-		holds = append(holds, id(t, r, "bookingId"))
+		holds = append(holds, s.Customer(int64(10+c)).HoldQuantity(t, flightID, "ECONOMY", 1).BookingID)
 	}
 	// The second hold is extended: it would outlive the others.
 	s.Clock.Advance(time.Minute)
@@ -215,7 +213,7 @@ func TestWaitlistDeclineOffer(t *testing.T) {
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "A")})
 	path := fmt.Sprintf("/flights/%d/waitlist", flightID)
-	h := id(t, post(s, 10, "/bookings", holdQty(flightID, "ECONOMY", 1)), "bookingId")
+	h := s.Customer(10).HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
 	a := id(t, post(s, 1, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
 	b := id(t, post(s, 2, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
 	mustStatus(t, "cancel", post(s, 10, fmt.Sprintf("/bookings/%d/cancel", h), nil), http.StatusOK, "")
@@ -250,16 +248,20 @@ func TestWaitlistKeepsRoomForTheLine(t *testing.T) {
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "ABC")})
 	path := fmt.Sprintf("/flights/%d/waitlist", flightID)
-	a := id(t, post(s, 10, "/bookings", holdQty(flightID, "ECONOMY", 2)), "bookingId")
-	mustStatus(t, "hold", post(s, 11, "/bookings", holdQty(flightID, "ECONOMY", 1)), http.StatusCreated, "")
+	a := s.Customer(10).HoldQuantity(t, flightID, "ECONOMY", 2).BookingID
+	s.Customer(11).HoldQuantity(t, flightID, "ECONOMY", 1)
 	group := id(t, post(s, 1, path, map[string]any{"fareClass": "ECONOMY", "quantity": 3}), "waitlistId")
 	// 2 come back; the group of 3 does not fit and keeps its place.
 	mustStatus(t, "cancel", post(s, 10, fmt.Sprintf("/bookings/%d/cancel", a), nil), http.StatusOK, "")
 	if e := waitEntry(t, s.App.Pool, group); e.status != "WAITING" {
 		t.Fatalf("group = %+v, want WAITING", e)
 	}
-	mustStatus(t, "walk-in seat hold", post(s, 20, "/bookings", hold(flightID, "ECONOMY", "12A")), http.StatusConflict, "sold_out")
-	mustStatus(t, "walk-in quantity hold", post(s, 20, "/bookings", holdQty(flightID, "ECONOMY", 1)), http.StatusConflict, "sold_out")
+	if _, p := s.Customer(20).TryHoldSeats(t, flightID, "ECONOMY", "12A"); !p.Is(http.StatusConflict, "sold_out") {
+		t.Fatalf("walk-in seat hold: %v, want 409 sold_out", p)
+	}
+	if _, p := s.Customer(20).TryHoldQuantity(t, flightID, "ECONOMY", 1); !p.Is(http.StatusConflict, "sold_out") {
+		t.Fatalf("walk-in quantity hold: %v, want 409 sold_out", p)
+	}
 	r := post(s, 2, path, map[string]any{"fareClass": "ECONOMY", "quantity": 2})
 	mustStatus(t, "a pair joins behind the group", r, http.StatusCreated, "")
 	if m := r.Map(t); m["status"] != "OFFERED" || m["bookingId"] == nil {
@@ -280,7 +282,7 @@ func TestWaitlistOfferExpiresWhileItsCustomerPays(t *testing.T) {
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "A")})
 	path := fmt.Sprintf("/flights/%d/waitlist", flightID)
 	ctx := context.Background()
-	h := id(t, post(s, 10, "/bookings", holdQty(flightID, "ECONOMY", 1)), "bookingId")
+	h := s.Customer(10).HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
 	a := id(t, post(s, 1, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
 	b := id(t, post(s, 2, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
 	mustStatus(t, "cancel", post(s, 10, fmt.Sprintf("/bookings/%d/cancel", h), nil), http.StatusOK, "")

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/config"
 )
 
@@ -105,7 +106,9 @@ func bookingID(t *testing.T, r *apptest.Response) int64 {
 	if r.Status != http.StatusCreated {
 		t.Fatalf("hold: %d %s", r.Status, r.Body)
 	}
-	return int64(r.Map(t)["bookingId"].(float64))
+	var v booking.View
+	r.JSON(t, &v)
+	return v.BookingID
 }
 
 func retryAfter(t *testing.T, r *apptest.Response) int {

@@ -76,7 +76,7 @@ func (s *Server) getBooking(w http.ResponseWriter, r *http.Request, c booking.Ca
 	if err != nil {
 		return err
 	}
-	b, err := booking.Get(r.Context(), s.Pool, c, id)
+	b, err := booking.Get(r.Context(), s.Pool, c, id, s.Clock.Now())
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (s *Server) listBookings(w http.ResponseWriter, r *http.Request, c booking.
 	if err != nil {
 		return err
 	}
-	list, err := booking.List(r.Context(), s.Pool, c, limit, before)
+	list, err := booking.List(r.Context(), s.Pool, c, s.Clock.Now(), limit, before)
 	if err != nil {
 		return err
 	}

@@ -231,7 +231,7 @@ func (s *Server) answerFromEffect(ctx context.Context, q keyedRequest, c booking
 	if !ok || q.method != http.MethodPost || q.path != "/bookings" {
 		return nil, keyInUse()
 	}
-	b, err := booking.Get(ctx, s.Pool, c, id)
+	b, err := booking.Get(ctx, s.Pool, c, id, s.Clock.Now())
 	if err != nil {
 		return nil, fmt.Errorf("answer idempotency key from booking %d: %w", id, err)
 	}

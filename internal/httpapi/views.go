@@ -81,7 +81,7 @@ func (s *Server) hostBookings(w http.ResponseWriter, r *http.Request, c booking.
 			return fault.Invalid("carId", "must be a car id")
 		}
 	}
-	list, err := booking.ListForHost(r.Context(), s.Pool, c, f, limit, before)
+	list, err := booking.ListForHost(r.Context(), s.Pool, c, f, s.Clock.Now(), limit, before)
 	if err != nil {
 		return err
 	}
@@ -247,7 +247,7 @@ func (s *Server) bookingEvents(w http.ResponseWriter, r *http.Request, c booking
 	if err != nil {
 		return err
 	}
-	if _, err := booking.Get(r.Context(), s.Pool, c, id); err != nil {
+	if _, err := booking.Get(r.Context(), s.Pool, c, id, s.Clock.Now()); err != nil {
 		return err
 	}
 	evs, err := outbox.History(r.Context(), s.Pool, id)

@@ -115,13 +115,7 @@ func TestHostViews(t *testing.T) {
 	mine1, mine2, theirs := car(50, "30A-000.01"), car(50, "30A-000.02"), car(51, "30A-000.03")
 	hold := func(customer, car int64, days int) int64 {
 		from := v.s.Clock.Now().Add(time.Duration(days) * 24 * time.Hour)
-		r := v.s.Do(apptest.Request{Method: "POST", Path: "/bookings", Token: v.s.Token(auth.Customer, customer),
-			Header: map[string]string{"Idempotency-Key": fmt.Sprintf("k-%d-%d", customer, car)},
-			Body:   map[string]any{"carId": car, "from": from.Format(time.RFC3339), "to": from.Add(24 * time.Hour).Format(time.RFC3339)}})
-		if r.Status != 201 {
-			t.Fatalf("hold: %d %s", r.Status, r.Body)
-		}
-		return int64(r.Map(t)["bookingId"].(float64))
+		return v.s.Customer(customer).HoldCar(t, car, from, from.Add(24*time.Hour)).BookingID
 	}
 	b1, b2, b3 := hold(7, mine1, 5), hold(8, mine2, 5), hold(9, theirs, 5)
 	cancelled := v.s.Do(apptest.Request{Method: "POST", Path: fmt.Sprintf("/bookings/%d/cancel", b2), Token: v.s.Token(auth.Customer, 8)})
@@ -190,24 +184,17 @@ func TestAdminFlights(t *testing.T) {
 	v := newViews(t, apptest.Options{})
 	id := v.s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 100, Seats: apptest.Seats(1, 2, "ABC"), OverbookLimit: 1})
 	other := apptest.CreateFlight(t, v.s.URL, v.s.Token(auth.Admin, 1), apptest.Epoch.Add(30*time.Hour), apptest.Fare{Class: "ECONOMY", Price: 100, Seats: apptest.Seats(1, 1, "A")})
-	hold := v.s.Do(apptest.Request{Method: "POST", Path: "/bookings", Token: v.s.Token(auth.Customer, 7),
-		Body: map[string]any{"flightId": id, "fareClass": "ECONOMY", "quantity": 2}})
-	if hold.Status != 201 {
-		t.Fatalf("hold: %d %s", hold.Status, hold.Body)
-	}
-	paid := paytest.Charge(t, v.s.App.Pool, int64(hold.Map(t)["bookingId"].(float64)))
+	hold := v.s.Customer(7).HoldQuantity(t, id, "ECONOMY", 2)
+	paid := paytest.Charge(t, v.s.App.Pool, hold.BookingID)
 	paytest.Send(t, v.s.URL, v.s.Clock.Now(), payment.ChargeSucceeded, paid)
-	v.s.Do(apptest.Request{Method: "POST", Path: "/bookings", Token: v.s.Token(auth.Customer, 8),
-		Body: map[string]any{"flightId": id, "fareClass": "ECONOMY", "seats": []string{"2C"}}})
+	v.s.Customer(8).HoldSeats(t, id, "ECONOMY", "2C")
 	patch := v.s.Do(apptest.Request{Method: "PATCH", Path: fmt.Sprintf("/admin/flights/%d", id), Token: v.s.Token(auth.Admin, 1),
 		Body: map[string]any{"waitingRoom": map[string]any{"enabled": true, "admitPerSecond": 5}}})
 	if patch.Status != 200 {
 		t.Fatalf("waiting room: %d %s", patch.Status, patch.Body)
 	}
-	queued := v.s.Do(apptest.Request{Method: "POST", Path: "/bookings", Token: v.s.Token(auth.Customer, 9),
-		Body: map[string]any{"flightId": id, "fareClass": "ECONOMY", "quantity": 1}})
-	if queued.Code() != "waiting_room" {
-		t.Fatalf("hold in a surge: %d %s, want waiting_room", queued.Status, queued.Body)
+	if _, p := v.s.Customer(9).TryHoldQuantity(t, id, "ECONOMY", 1); p == nil || p.Code != "waiting_room" {
+		t.Fatalf("hold in a surge: %v, want waiting_room", p)
 	}
 
 	one := v.do(200, "/admin/flights/{id}", "GET", fmt.Sprintf("/admin/flights/%d", id), auth.Admin, 1)
@@ -251,11 +238,7 @@ func TestRefundQuote(t *testing.T) {
 	t.Parallel()
 	v := newViews(t, apptest.Options{})
 	id := v.s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(1, 1, "AB")})
-	hold := func(customer int64) int64 {
-		r := v.s.Do(apptest.Request{Method: "POST", Path: "/bookings", Token: v.s.Token(auth.Customer, customer),
-			Body: map[string]any{"flightId": id, "fareClass": "ECONOMY", "quantity": 1}})
-		return int64(r.Map(t)["bookingId"].(float64))
-	}
+	hold := func(customer int64) int64 { return v.s.Customer(customer).HoldQuantity(t, id, "ECONOMY", 1).BookingID }
 	held := hold(7)
 	q := v.do(200, "/bookings/{id}/refund-quote", "GET", fmt.Sprintf("/bookings/%d/refund-quote", held), auth.Customer, 7).Map(t)
 	if q["refundAmount"] != float64(0) || q["rule"] != "unpaid" {

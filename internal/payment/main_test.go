@@ -3,7 +3,6 @@ package payment_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -33,12 +32,7 @@ func newFlight(t *testing.T, s *apptest.Server) int64 {
 // hold holds seats for customer and returns the booking id.
 func hold(t *testing.T, s *apptest.Server, customer, flightID int64, seats ...string) int64 {
 	t.Helper()
-	r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", customer),
-		Body: map[string]any{"flightId": flightID, "fareClass": "ECONOMY", "seats": seats}})
-	if r.Status != http.StatusCreated {
-		t.Fatalf("hold %v: %d %s", seats, r.Status, r.Body)
-	}
-	return int64(r.Map(t)["bookingId"].(float64))
+	return s.Customer(customer).HoldSeats(t, flightID, "ECONOMY", seats...).BookingID
 }
 
 type bookingRow struct {

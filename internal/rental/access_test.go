@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/config"
 )
 
@@ -190,21 +191,20 @@ func TestRoleDecidesWhatTheCallerActsAs(t *testing.T) {
 		{owner, []int64{id}}, {stranger, []int64{other}}, {customerHost, nil}, {carHost, []int64{other, id}},
 		{hostCustomer, nil}, {otherHost, nil}, {admin, []int64{other, id}},
 	} {
-		r := e.s.Do(apptest.Request{Method: http.MethodGet, Path: "/bookings", Token: e.s.Token(tc.who.role, tc.who.sub)})
 		var got []int64
-		for _, b := range r.Map(t)["bookings"].([]any) {
-			got = append(got, int64(b.(map[string]any)["bookingId"].(float64)))
+		for _, b := range (apptest.Client{Base: e.s.URL, Token: e.s.Token(tc.who.role, tc.who.sub)}).Bookings(t, "") {
+			got = append(got, b.BookingID)
 		}
-		if r.Status != http.StatusOK || !slices.Equal(got, tc.want) {
-			t.Errorf("GET /bookings by %s: %d %v, want %v", tc.who.name, r.Status, got, tc.want)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("GET /bookings by %s: %v, want %v", tc.who.name, got, tc.want)
 		}
 	}
 
 	// The customer token with the host's sub cannot cancel as the host;
 	// the real host's cancellation refunds in full.
-	r := e.s.Do(apptest.Request{Method: http.MethodPost, Path: path("/cancel"), Token: e.s.Token("host", 500)})
-	if r.Status != http.StatusOK || r.Map(t)["cancelReason"] != "host" || r.Map(t)["refundAmount"] != float64(c.Deposit) {
-		t.Errorf("the host cancels: %d %s, want CANCELLED by host with the full deposit back", r.Status, r.Body)
+	if v := e.s.Host(500).Cancel(t, id); v.Status != booking.Cancelled || v.CancelReason != booking.ByHost ||
+		v.RefundAmount == nil || *v.RefundAmount != c.Deposit {
+		t.Errorf("the host cancels: %+v, want CANCELLED by host with the full deposit back", v)
 	}
 	if _, err := e.s.App.Sweeper.Pass(t.Context()); err != nil {
 		t.Fatal(err)

@@ -27,8 +27,8 @@ func TestExtendedCarHoldKeepsTheCalendar(t *testing.T) {
 		t.Errorf("holdExpiresAt = %v (%v), want %s: the 15m hold + 5m", got, err, want)
 	}
 	e.s.Clock.Advance(6 * time.Minute) // past the old deadline, before the new
-	if r := bookCar(t, e.s.URL, e.s.Token("customer", 2), c.ID, at(11, 8, 0), at(13, 8, 0)); r.Status != http.StatusConflict || r.Code() != "car_unavailable" {
-		t.Fatalf("after the old deadline: %d %s, want 409 car_unavailable", r.Status, r.Body)
+	if _, p := e.s.Customer(2).TryHoldCar(t, c.ID, at(11, 8, 0), at(13, 8, 0)); !p.Is(http.StatusConflict, "car_unavailable") {
+		t.Fatalf("after the old deadline: %v, want 409 car_unavailable", p)
 	}
 	e.s.Clock.Advance(4 * time.Minute)
 	e.book(2, c.ID, at(11, 8, 0), at(13, 8, 0))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/pg/pgtest"
 )
 
@@ -28,29 +29,28 @@ func TestOneCarHundredCustomersTwoProcesses(t *testing.T) {
 	c := listCar(t, a.URL, apptest.Token(t, "host", 77, now), 77, "HN", "2h")
 
 	const customers = 100
-	tokens := make([]string, customers)
-	for i := range tokens {
-		tokens[i] = apptest.Token(t, "customer", int64(1000+i), now)
+	clients := make([]apptest.Client, customers)
+	for i := range clients {
+		clients[i] = apptest.Client{Base: a.URL, Token: apptest.Token(t, "customer", int64(1000+i), now)}
+		if i%2 == 1 {
+			clients[i].Base = b.URL
+		}
 	}
 	pickup := now.Add(72 * time.Hour).Truncate(time.Hour).In(ict)
-	rs := apptest.Race(customers, func(i int) *apptest.Response {
-		base := a.URL
-		if i%2 == 1 {
-			base = b.URL
-		}
+	rs := apptest.Race(customers, func(i int) apptest.Attempt {
 		// Every period overlaps every other: they start ten minutes apart
 		// and last two days.
 		from := pickup.Add(time.Duration(i) * 10 * time.Minute)
-		return bookCar(t, base, tokens[i], c.ID, from, from.Add(48*time.Hour))
+		return apptest.Try(clients[i].TryHoldCar(t, c.ID, from, from.Add(48*time.Hour)))
 	})
-	got := apptest.Answers(rs)
-	if got["201"] != 1 || got["409 car_unavailable"] != customers-1 {
-		t.Fatalf("answers = %v, want exactly one 201 and %d 409 car_unavailable", got, customers-1)
+	got := apptest.Tally(rs)
+	if got["ok"] != 1 || got["409 car_unavailable"] != customers-1 {
+		t.Fatalf("answers = %v, want exactly one hold and %d 409 car_unavailable", got, customers-1)
 	}
 	var winner int64
 	for _, r := range rs {
-		if r.Status == http.StatusCreated {
-			winner = int64(r.Map(t)["bookingId"].(float64))
+		if r.Problem == nil {
+			winner = r.View.BookingID
 		}
 	}
 	pool := pgtest.Open(t, dbURL)
@@ -83,8 +83,8 @@ func TestPeriodsAreHalfOpenAndTurnaroundBlocks(t *testing.T) {
 
 	free := e.listCar("HN", "0s")
 	e.book(1, free.ID, at(10, 8, 0), at(10, 20, 0))
-	if r := bookCar(t, e.s.URL, e.s.Token("customer", 2), free.ID, at(10, 19, 59), at(11, 8, 0)); r.Status != http.StatusConflict || r.Code() != "car_unavailable" {
-		t.Errorf("19:59 on a car without turnaround: %d %s, want 409 car_unavailable", r.Status, r.Body)
+	if _, p := e.s.Customer(2).TryHoldCar(t, free.ID, at(10, 19, 59), at(11, 8, 0)); !p.Is(http.StatusConflict, "car_unavailable") {
+		t.Errorf("19:59 on a car without turnaround: %v, want 409 car_unavailable", p)
 	}
 	e.book(2, free.ID, at(10, 20, 0), at(11, 8, 0))
 
@@ -96,9 +96,8 @@ func TestPeriodsAreHalfOpenAndTurnaroundBlocks(t *testing.T) {
 		{at(10, 20, 0), at(10, 21, 0)}, // a short rental in the turnaround
 		{at(9, 20, 0), at(10, 6, 1)},   // its own turnaround runs into 08:00
 	} {
-		r := bookCar(t, e.s.URL, e.s.Token("customer", 2), buffered.ID, p[0], p[1])
-		if r.Status != http.StatusConflict || r.Code() != "car_unavailable" {
-			t.Errorf("%s–%s on a car with 2h turnaround: %d %s, want 409 car_unavailable", p[0], p[1], r.Status, r.Body)
+		if _, pr := e.s.Customer(2).TryHoldCar(t, buffered.ID, p[0], p[1]); !pr.Is(http.StatusConflict, "car_unavailable") {
+			t.Errorf("%s–%s on a car with 2h turnaround: %v, want 409 car_unavailable", p[0], p[1], pr)
 		}
 	}
 	if after := snapshot(t, e.pool()); after != before {
@@ -121,8 +120,8 @@ func TestStaleHoldDoesNotBlockTheCalendar(t *testing.T) {
 	elsewhere := e.book(1, c.ID, at(20, 8, 0), at(21, 8, 0))
 
 	e.s.Clock.Advance(15*time.Minute - time.Second)
-	if r := bookCar(t, e.s.URL, e.s.Token("customer", 2), c.ID, at(11, 8, 0), at(13, 8, 0)); r.Status != http.StatusConflict || r.Code() != "car_unavailable" {
-		t.Fatalf("a second before the hold expires: %d %s, want 409 car_unavailable", r.Status, r.Body)
+	if _, p := e.s.Customer(2).TryHoldCar(t, c.ID, at(11, 8, 0), at(13, 8, 0)); !p.Is(http.StatusConflict, "car_unavailable") {
+		t.Fatalf("a second before the hold expires: %v, want 409 car_unavailable", p)
 	}
 	e.s.Clock.Advance(time.Second)
 	fresh := e.book(2, c.ID, at(11, 8, 0), at(13, 8, 0))
@@ -152,6 +151,34 @@ func TestStaleHoldDoesNotBlockTheCalendar(t *testing.T) {
 		t.Errorf("events of the stale hold = %v, want booking.held then booking.expired", events)
 	}
 	apptest.MustAudit(t, e.pool(), e.s.Clock.Now())
+}
+
+// A car hold reads EXPIRED from its deadline on, to its customer and to
+// the car's host, and the host's status filter agrees, before any sweeper
+// has run (issue 14).
+func TestExpiredCarHoldReadsExpiredBeforeSweep(t *testing.T) {
+	t.Parallel()
+	e := start(t) // the sweeper does not run
+	c := e.listCar("HN", "0s")
+	customer, host := e.s.Customer(1), e.s.Host(500)
+	held := customer.HoldCar(t, c.ID, at(10, 8, 0), at(11, 8, 0))
+	e.s.Clock.Set(*held.HoldExpiresAt)
+
+	if v := customer.GetBooking(t, held.BookingID); v.Status != booking.Expired {
+		t.Errorf("the customer reads %s at the deadline, want EXPIRED", v.Status)
+	}
+	if v := host.GetBooking(t, held.BookingID); v.Status != booking.Expired {
+		t.Errorf("the host reads %s at the deadline, want EXPIRED", v.Status)
+	}
+	if list := host.HostBookings(t, "status=HELD"); len(list) != 0 {
+		t.Errorf("GET /host/bookings?status=HELD lists %d bookings at the deadline, want none", len(list))
+	}
+	if list := host.HostBookings(t, "status=EXPIRED"); len(list) != 1 || list[0].Status != booking.Expired {
+		t.Errorf("GET /host/bookings?status=EXPIRED lists %+v at the deadline, want the expired hold", list)
+	}
+	if got := e.status(held.BookingID); got != "HELD" {
+		t.Errorf("stored status %s, want HELD still (nothing swept it)", got)
+	}
 }
 
 // The sweeper expires car holds like flight holds, once the car inventory
@@ -255,7 +282,10 @@ func TestCarBookingRendersInTheClientsOffset(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	c := e.listCar("HN", "2h")
-	r := bookCar(t, e.s.URL, e.s.Token("customer", 1), c.ID, at(10, 8, 0), at(11, 20, 0))
+	// The answer as sent, to see each field's text and which are absent.
+	r := e.s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: e.s.Token("customer", 1),
+		Header: map[string]string{"Idempotency-Key": apptest.NewKey()},
+		Body:   map[string]any{"carId": c.ID, "from": at(10, 8, 0).Format(time.RFC3339), "to": at(11, 20, 0).Format(time.RFC3339)}})
 	if r.Status != http.StatusCreated {
 		t.Fatalf("book: %d %s", r.Status, r.Body)
 	}
@@ -302,19 +332,12 @@ func TestCarBookingRendersInTheClientsOffset(t *testing.T) {
 
 	for _, zone := range []*time.Location{time.UTC, time.FixedZone("", -5*3600)} {
 		from := at(20, 8, 0).In(zone)
-		r := bookCar(t, e.s.URL, e.s.Token("customer", 1), c.ID, from, from.Add(24*time.Hour))
-		if r.Status != http.StatusCreated {
-			t.Fatalf("book in %s: %d %s", zone, r.Status, r.Body)
+		customer := e.s.Customer(1)
+		v := customer.HoldCar(t, c.ID, from, from.Add(24*time.Hour))
+		if v.From.Format(time.RFC3339) != from.Format(time.RFC3339) || *v.RentalPrice != 800_000 {
+			t.Errorf("booked from %s: from %s, rental price %d", from.Format(time.RFC3339), v.From.Format(time.RFC3339), *v.RentalPrice)
 		}
-		m := r.Map(t)
-		if m["from"] != from.Format(time.RFC3339) || m["rentalPrice"] != 800_000.0 {
-			t.Errorf("booked from %s: from %v, rental price %v", from.Format(time.RFC3339), m["from"], m["rentalPrice"])
-		}
-		cancel := e.s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", int64(m["bookingId"].(float64))),
-			Token: e.s.Token("customer", 1)})
-		if cancel.Status != http.StatusOK {
-			t.Fatalf("cancel: %d %s", cancel.Status, cancel.Body)
-		}
+		customer.Cancel(t, v.BookingID)
 	}
 }
 

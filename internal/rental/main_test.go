@@ -53,7 +53,11 @@ func listCar(t testing.TB, base, hostToken string, host int64, city, turnaround 
 	if resp.Status != http.StatusCreated {
 		t.Fatalf("list car: %d %s", resp.Status, resp.Body)
 	}
-	c.ID = int64(resp.Map(t)["id"].(float64))
+	var v struct {
+		ID int64 `json:"id"`
+	}
+	resp.JSON(t, &v)
+	c.ID = v.ID
 	return c
 }
 
@@ -61,14 +65,6 @@ func listCar(t testing.TB, base, hostToken string, host int64, city, turnaround 
 func (e *env) listCar(city, turnaround string) car {
 	e.t.Helper()
 	return listCar(e.t, e.s.URL, e.s.Token("host", 500), 500, city, turnaround)
-}
-
-// bookCar asks for carID over [from, to) with a fresh Idempotency-Key.
-func bookCar(t testing.TB, base, token string, carID int64, from, to time.Time) *apptest.Response {
-	t.Helper()
-	return apptest.Do(t, base, apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: token,
-		Header: map[string]string{"Idempotency-Key": fmt.Sprintf("test-%d", seq.Add(1))},
-		Body:   map[string]any{"carId": carID, "from": from.Format(time.RFC3339), "to": to.Format(time.RFC3339)}})
 }
 
 // env is an in-process berth with a fake clock.
@@ -88,11 +84,7 @@ func (e *env) pool() *pgxpool.Pool { return e.s.App.Pool }
 // gets 201; it returns the booking id.
 func (e *env) book(customer int64, carID int64, from, to time.Time) int64 {
 	e.t.Helper()
-	r := bookCar(e.t, e.s.URL, e.s.Token("customer", customer), carID, from, to)
-	if r.Status != http.StatusCreated {
-		e.t.Fatalf("book car %d %s–%s: %d %s", carID, from, to, r.Status, r.Body)
-	}
-	return int64(r.Map(e.t)["bookingId"].(float64))
+	return e.s.Customer(customer).HoldCar(e.t, carID, from, to).BookingID
 }
 
 // confirm confirms a held booking as the payment path would, at the fake

@@ -133,9 +133,8 @@ func TestSearchCacheNeverSellsTwice(t *testing.T) {
 		t.Fatalf("cached search after booking: %v, want the stale answer %d", got, c.ID)
 	}
 	before := snapshot(t, e.pool())
-	r := bookCar(t, e.s.URL, e.s.Token("customer", 2), c.ID, at(10, 8, 0), at(12, 8, 0))
-	if r.Status != http.StatusConflict || r.Code() != "car_unavailable" {
-		t.Fatalf("booking a car the cache shows free: %d %s, want 409 car_unavailable", r.Status, r.Body)
+	if _, p := e.s.Customer(2).TryHoldCar(t, c.ID, at(10, 8, 0), at(12, 8, 0)); !p.Is(http.StatusConflict, "car_unavailable") {
+		t.Fatalf("booking a car the cache shows free: %v, want 409 car_unavailable", p)
 	}
 	if after := snapshot(t, e.pool()); after != before {
 		t.Errorf("the refused booking changed the database: %+v → %+v", before, after)

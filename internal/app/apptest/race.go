@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/booking"
 )
 
 // Race starts n goroutines, releases them at the same moment (the seed
@@ -59,4 +60,29 @@ func MustAudit(t testing.TB, pool *pgxpool.Pool, now time.Time) {
 	if audit.Failed(results) {
 		t.Errorf("audit failed:\n%s", audit.Format(results))
 	}
+}
+
+// Attempt is one typed answer of a Race: the booking, or the problem that
+// refused it.
+type Attempt struct {
+	View    booking.View
+	Problem *Problem
+}
+
+// Try makes an Attempt of a Try… method's answer.
+func Try(v booking.View, p *Problem) Attempt { return Attempt{View: v, Problem: p} }
+
+// Tally counts attempts like Answers counts responses: "ok" for each
+// success, "<status> <code>" for each problem: {"ok": 1, "409
+// seat_unavailable": 199}.
+func Tally(as []Attempt) map[string]int {
+	m := map[string]int{}
+	for _, a := range as {
+		key := "ok"
+		if a.Problem != nil {
+			key = strconv.Itoa(a.Problem.Status) + " " + a.Problem.Code
+		}
+		m[key]++
+	}
+	return m
 }
