@@ -20,8 +20,9 @@ test:
 		$(GO) test -race -count=1 -timeout 10m ./web/'
 
 ## faults: the fault suite (internal/faults): two berth processes on a throw-away PostgreSQL and
-## Redis under load while the database stops, a process is killed, terminated or paused and Redis
-## dies; then berth audit, the history check and Porcupine. A few minutes; it starts its own servers.
+## Redis under load while the database stops, a process is killed, terminated or paused, Redis
+## dies, the database's connections run out and the gateway refuses, hangs and lags; then berth
+## audit, the history check, Porcupine and the money against the gateway's record. A few minutes; it starts its own servers.
 faults:
 	$(GO) test -tags faults -race -count=1 -timeout 15m -v -run TestFaults ./internal/faults/
 

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sync/errgroup"
 
 	"berth.dev/berth/internal/clock"
@@ -46,9 +48,72 @@ type Dispatcher struct {
 	// Workers is how many (booking, consumer) sequences DeliverAll runs at
 	// once.
 	Workers int
+	// ConsumerTimeout bounds one consumer's work on one relay batch (and
+	// on one parked event it retries); zero means DefaultConsumerTimeout.
+	// A consumer that takes longer has the batch parked for it, to be
+	// retried with backoff, and the other consumers' work goes on: one
+	// slow consumer does not hold up the others.
+	ConsumerTimeout time.Duration
 }
 
+// DefaultConsumerTimeout is a consumer's time for one batch when the
+// Dispatcher's ConsumerTimeout is zero. The in-process consumers take a
+// relay batch one after the other within the relay pass's time (30 s by
+// default), so four of them at this bound still leave the pass time to
+// mark the batch published.
+const DefaultConsumerTimeout = 5 * time.Second
+
 func (d *Dispatcher) attempts() int { return max(d.Attempts, 1) }
+
+func (d *Dispatcher) consumerTimeout() time.Duration {
+	if d.ConsumerTimeout > 0 {
+		return d.ConsumerTimeout
+	}
+	return DefaultConsumerTimeout
+}
+
+// within runs f, a consumer's work on a transaction of conn, bounded by
+// the consumer's time, and reports whether f ran past it. At the bound it
+// first asks PostgreSQL to cancel the statement conn is running: a
+// statement cut short by its context alone makes pgx close the
+// connection, and the transaction with it (the relay's, which holds the
+// other consumers' work). A cancelled statement only aborts the
+// transaction, which a rollback to the consumer's savepoint repairs. If f
+// has still not returned a grace later (it waits on something else, an
+// HTTP call), its context is cancelled. Consumers must return once their
+// context is done: one that does not cannot be bounded, as its
+// transaction cannot be used by anyone else until it returns.
+func (d *Dispatcher) within(ctx context.Context, conn *pgconn.PgConn, f func(ctx context.Context) error) (over bool, err error) {
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var late atomic.Bool
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTimer(d.consumerTimeout())
+		defer t.Stop()
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		late.Store(true)
+		if conn != nil {
+			rctx, rcancel := context.WithTimeout(ctx, time.Second)
+			_ = conn.CancelRequest(rctx)
+			rcancel()
+		}
+		select {
+		case <-stop:
+		case <-time.After(min(time.Second, d.consumerTimeout())):
+			cancel()
+		}
+	}()
+	err = f(fctx)
+	close(stop)
+	<-done
+	return late.Load(), err
+}
 
 // DB is what the dispatcher works on: a pool.
 type DB interface {
@@ -172,9 +237,11 @@ func (p InProcess) PublishTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Messa
 // the other, each in a savepoint of its own: a consumer that fails on the
 // batch has its part rolled back to its savepoint and takes the batch one
 // event at a time through Deliver (own transactions, retries, parking),
-// while the other consumers' work stays in tx. It returns what to run once
-// tx has committed (the consumers' metrics). An error means tx must be
-// rolled back and the batch delivered again.
+// while the other consumers' work stays in tx. A consumer that runs out of
+// its time (ConsumerTimeout) has its part rolled back and the batch parked
+// for it, and the others go on. It returns what to run once tx has
+// committed (the consumers' metrics). An error means tx must be rolled
+// back and the batch delivered again.
 func (d *Dispatcher) DeliverAllTx(ctx context.Context, tx pgx.Tx, consumers []Consumer, evs []Event) (func(), error) {
 	var done [][parked + 1][]Event
 	var doneBy []Consumer
@@ -184,7 +251,12 @@ func (d *Dispatcher) DeliverAllTx(ctx context.Context, tx pgx.Tx, consumers []Co
 			continue
 		}
 		savepoint := fmt.Sprintf("consumer_%d", i)
-		counts, err := d.deliverIn(ctx, tx, c, wanted, savepoint)
+		var counts [parked + 1][]Event
+		over, err := d.within(ctx, tx.Conn().PgConn(), func(cctx context.Context) error {
+			var err error
+			counts, err = d.deliverIn(cctx, tx, c, wanted, savepoint)
+			return err
+		})
 		if err == nil {
 			done, doneBy = append(done, counts), append(doneBy, c)
 			continue
@@ -193,14 +265,26 @@ func (d *Dispatcher) DeliverAllTx(ctx context.Context, tx pgx.Tx, consumers []Co
 			return nil, err
 		}
 		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
+			if over {
+				// The transaction is lost: park the batch for c on its
+				// own, so that the pass publishing it again parks c's
+				// events behind these instead of waiting for c again.
+				if perr := d.parkLate(ctx, d.DB, c, wanted, err); perr != nil {
+					rerr = errors.Join(rerr, perr)
+				}
+			}
 			return nil, errors.Join(err, rerr)
+		}
+		if over {
+			if perr := d.parkLate(ctx, tx, c, wanted, err); perr != nil {
+				return nil, perr
+			}
+			continue
 		}
 		d.Metrics.fallbacks.WithLabelValues(c.Name()).Inc()
 		d.Log.Warn("batch delivery failed; delivering one by one", "consumer", c.Name(), "events", len(wanted), "err", err)
-		for _, e := range wanted {
-			if err := d.Deliver(ctx, c, e); err != nil {
-				return nil, err
-			}
+		if err := d.deliverEach(ctx, c, wanted); err != nil {
+			return nil, err
 		}
 	}
 	return func() {
@@ -208,6 +292,53 @@ func (d *Dispatcher) DeliverAllTx(ctx context.Context, tx pgx.Tx, consumers []Co
 			d.countAll(c, done[i])
 		}
 	}, nil
+}
+
+// deliverEach hands c the events wanted one by one through Deliver, within
+// the consumer's time: the events it has not reached by then are parked
+// for it.
+func (d *Dispatcher) deliverEach(ctx context.Context, c Consumer, wanted []Event) error {
+	cctx, cancel := context.WithTimeout(ctx, d.consumerTimeout())
+	defer cancel()
+	for j, e := range wanted {
+		err := d.Deliver(cctx, c, e)
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil || cctx.Err() == nil {
+			return err
+		}
+		return d.parkLate(ctx, d.DB, c, wanted[j:], err)
+	}
+	return nil
+}
+
+// parkLate parks evs for c, in order, after c ran out of its time on them
+// (cause): the Retrier tries them again after a backoff, one booking's
+// events in order, while the relay goes on with the other consumers.
+func (d *Dispatcher) parkLate(ctx context.Context, db pg.Beginner, c Consumer, evs []Event, cause error) error {
+	now := d.Clock.Now()
+	why := fmt.Sprintf("consumer %s took longer than %s: %v", c.Name(), d.consumerTimeout(), cause)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
+		for _, e := range evs {
+			if _, err := park(ctx, tx, c.Name(), e, now, 1, now.Add(retryBackoff(1, time.Second, time.Minute)), why); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("consumer %s ran out of time (%w) and its %d events could not be parked: %w", c.Name(), cause, len(evs), err)
+	}
+	for _, e := range evs {
+		d.count(c, e, parked)
+	}
+	d.Metrics.timeouts.WithLabelValues(c.Name()).Inc()
+	d.Log.Warn("consumer ran out of time; its events are parked for retry", "consumer", c.Name(), "events", len(evs),
+		"bound", d.consumerTimeout(), "err", cause)
+	return nil
 }
 
 // claimBatchSQL claims the events $2 (of bookings $3, in the same order)

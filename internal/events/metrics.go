@@ -12,6 +12,7 @@ type Metrics struct {
 	failures   *prometheus.CounterVec
 	parkedNew  *prometheus.CounterVec
 	fallbacks  *prometheus.CounterVec
+	timeouts   *prometheus.CounterVec
 	parked     *prometheus.GaugeVec
 	lag        *prometheus.HistogramVec
 	deleted    prometheus.Counter
@@ -31,6 +32,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Events set aside for retry with backoff (failed, or behind a failed event of the same booking)."}, []string{"consumer"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_consumer_batch_fallbacks_total",
 			Help: "Batches of events whose one transaction failed and that were delivered one by one instead."}, []string{"consumer"}),
+		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_consumer_timeouts_total",
+			Help: "Batches (or parked events) a consumer did not finish within its bound; their events were parked for it."}, []string{"consumer"}),
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "berth_consumer_parked_events",
 			Help: "Events waiting for a retry, per consumer."}, []string{"consumer"}),
 		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "berth_consumer_lag_seconds",
@@ -41,6 +44,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		undecoded: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_consumer_undecodable_total",
 			Help: "Kafka records that were not berth CloudEvents and were skipped."}),
 	}
-	reg.MustRegister(m.processed, m.duplicates, m.failures, m.parkedNew, m.fallbacks, m.parked, m.lag, m.deleted, m.undecoded)
+	reg.MustRegister(m.processed, m.duplicates, m.failures, m.parkedNew, m.fallbacks, m.timeouts, m.parked, m.lag, m.deleted, m.undecoded)
 	return m
 }

@@ -97,8 +97,17 @@ func (r *Retrier) retryOne(ctx context.Context, byName map[string]Consumer, name
 		}
 		found = true
 		c := byName[name]
-		out, herr := retryIn(ctx, tx, c, e, now)
+		var out outcome
+		over, herr := d.within(ctx, tx.Conn().PgConn(), func(cctx context.Context) error {
+			var err error
+			out, err = retryIn(cctx, tx, c, e, now)
+			return err
+		})
 		if herr != nil {
+			if over {
+				d.Metrics.timeouts.WithLabelValues(c.Name()).Inc()
+				herr = fmt.Errorf("consumer %s took longer than %s: %w", c.Name(), d.consumerTimeout(), herr)
+			}
 			attempts++
 			d.failed(c, e, herr)
 			next := now.Add(retryBackoff(attempts, r.BaseBackoff, r.MaxBackoff))
@@ -118,7 +127,8 @@ func (r *Retrier) retryOne(ctx context.Context, byName map[string]Consumer, name
 	return found, err
 }
 
-// retryIn processes e within a savepoint of tx, so that a failure undoes
+// retryIn processes e within a savepoint of tx (within the consumer's
+// time, like a relay batch), so that a failure undoes
 // only the consumer's work and the attempt can still be recorded.
 func retryIn(ctx context.Context, tx pgx.Tx, c Consumer, e Event, now time.Time) (outcome, error) {
 	sp, err := tx.Begin(ctx)
@@ -130,7 +140,11 @@ func retryIn(ctx context.Context, tx pgx.Tx, c Consumer, e Event, now time.Time)
 		err = handle(ctx, c, sp, e)
 	}
 	if err != nil {
-		_ = sp.Rollback(ctx)
+		// ctx may be over (the consumer ran out of time); the rollback
+		// must still happen for the attempt to be recorded.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = sp.Rollback(rctx)
 		return processed, err
 	}
 	if err := sp.Commit(ctx); err != nil {

@@ -37,6 +37,9 @@ type Settings struct {
 	// Workers is how many bookings the in-process consumers (or one Kafka
 	// consumer) work on at once.
 	Workers int
+	// ConsumerTimeout bounds one consumer's work on one batch; zero means
+	// DefaultConsumerTimeout (see Dispatcher).
+	ConsumerTimeout time.Duration
 	// RetryInterval is how often parked events are looked at; their
 	// backoff starts at RetryBase and doubles up to RetryMax.
 	RetryInterval, RetryBase, RetryMax time.Duration
@@ -100,7 +103,7 @@ func NewWorker(pool *pgxpool.Pool, s Settings, consumers []Consumer, c clock.Clo
 		return nil, fmt.Errorf("events: retention %s: published events would be pruned at once", s.Retention)
 	}
 	w := &Worker{s: s, pool: pool, clock: c, log: log, om: outbox.NewMetrics(reg)}
-	w.D = &Dispatcher{DB: pool, Clock: c, Log: log, Metrics: NewMetrics(reg), Attempts: 3, Workers: s.Workers}
+	w.D = &Dispatcher{DB: pool, Clock: c, Log: log, Metrics: NewMetrics(reg), Attempts: 3, Workers: s.Workers, ConsumerTimeout: s.ConsumerTimeout}
 	w.retrier = &Retrier{D: w.D, Consumers: consumers, Interval: s.RetryInterval, BaseBackoff: s.RetryBase, MaxBackoff: s.RetryMax}
 	var pub outbox.Publisher = InProcess{D: w.D, Consumers: consumers}
 	if len(s.KafkaBrokers) > 0 {

@@ -42,6 +42,10 @@ type env struct {
 	redis *testsvc.Redis
 	dbURL string
 	pool  *pgxpool.Pool
+	// gw is the fault proxy between berth and the gateway (berth paysim
+	// at paysim).
+	gw     *faultProxy
+	paysim string
 
 	mu    sync.Mutex
 	procs [2]*apptest.Process
@@ -62,7 +66,8 @@ func (e *env) proc(i int) *apptest.Process {
 
 // start (re)starts process i.
 func (e *env) start(i int) {
-	p := apptest.StartProcess(e.t, e.dbURL, "BERTH_REDIS_URL="+e.redis.URL(), "BERTH_SHED_WAIT=150ms")
+	p := apptest.StartProcess(e.t, e.dbURL, "BERTH_REDIS_URL="+e.redis.URL(), "BERTH_SHED_WAIT=150ms",
+		"BERTH_PAYSIM=off", "BERTH_GATEWAY_URL="+e.gw.URL())
 	e.mu.Lock()
 	e.procs[i], e.urls[i] = p, p.URL
 	e.mu.Unlock()
@@ -91,9 +96,32 @@ func setup(t *testing.T) *env {
 	}
 	t.Cleanup(pool.Close)
 	e.pool = pool
+	e.paysim = startPaysim(t)
+	e.gw = startProxy(t, strings.TrimPrefix(e.paysim, "http://"))
 	e.start(0)
 	e.start(1)
 	return e
+}
+
+// startPaysim runs `berth paysim` as the gateway, a process of its own:
+// it decides each charge by itself within 0.5 s (a fifth of them fail) and
+// refunds within 0.5 s. It returns its URL.
+func startPaysim(t *testing.T) string {
+	addr := fmt.Sprintf("127.0.0.1:%d", testsvc.FreePort(t))
+	cmd := exec.Command(apptest.Binary(t), "paysim", "-addr", addr, "-auto", "-pay-delay", "500ms",
+		"-refund-delay", "500ms", "-fail-share", "0.2")
+	cmd.Env = append(os.Environ(), "BERTH_WEBHOOK_SECRET="+apptest.WebhookSecret)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("berth paysim: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	if err := testsvc.WaitReachable(addr, 30*time.Second); err != nil {
+		t.Fatalf("berth paysim: %v", err)
+	}
+	return "http://" + addr
 }
 
 // attempt is one HTTP exchange of an operation.
@@ -260,6 +288,7 @@ type report struct {
 	recovery time.Duration
 	p99      time.Duration
 	ops      int
+	notes    []string // what the scenario measured besides
 }
 
 func (r report) String() string {
@@ -272,8 +301,12 @@ func (r report) String() string {
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %s=%d", k, r.counts[k])
 	}
-	return fmt.Sprintf("%-12s ops=%d answers:%s | recovery %s | p99 %s", r.name, r.ops, b.String(),
+	line := fmt.Sprintf("%-12s ops=%d answers:%s | recovery %s | p99 %s", r.name, r.ops, b.String(),
 		r.recovery.Round(time.Millisecond), r.p99.Round(time.Millisecond))
+	for _, n := range r.notes {
+		line += "\n             " + n
+	}
+	return line
 }
 
 // scenario is one fault: inject runs during the load and returns when the
@@ -285,6 +318,8 @@ type scenario struct {
 	// decided ones: 503 (with Retry-After), 409 key in use, no answer.
 	noAnswer bool // connections may fail (a process died)
 	check    func(t *testing.T, e *env, ops []*op)
+	// notes, when set, says what the scenario measured besides.
+	notes func() []string
 }
 
 // TestFaults runs the scenarios one after the other on one environment.
@@ -351,6 +386,8 @@ func TestFaults(t *testing.T) {
 			}
 			return time.Now()
 		}},
+		exhaustion(c),
+		gatewayFaults(c),
 	}
 	var reports []report
 	for _, sc := range scenarios {
@@ -368,6 +405,9 @@ func TestFaults(t *testing.T) {
 			at := <-restored
 			c.resolve(t, ops)
 			r := check(t, e, sc, c.flight, ops, at)
+			if sc.notes != nil {
+				r.notes = sc.notes()
+			}
 			reports = append(reports, r)
 			t.Log(r)
 		})
