@@ -55,6 +55,14 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		defer stop()
 	}
+	if f.hotProfile != "" {
+		pf, err := os.Create(f.hotProfile)
+		if err != nil {
+			return fmt.Errorf("bench: hot-flight cpu profile: %w", err)
+		}
+		defer func() { _ = pf.Close() }() // a profile cut short is still readable
+		o.HotProfile = pf
+	}
 	rep, runErr := bench.Run(ctx, o)
 	if rep == nil {
 		return runErr
@@ -92,9 +100,9 @@ func writeFile(path string, write func(io.Writer) error) error {
 
 // benchFlags are the parsed flags of `berth bench`.
 type benchFlags struct {
-	o            bench.Options
-	out, profile string
-	inProcess    bool
+	o                        bench.Options
+	out, profile, hotProfile string
+	inProcess                bool
 }
 
 // benchOptions parses the flags of `berth bench`. --quick switches the
@@ -133,6 +141,7 @@ Flags:
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "random seed: the same seed offers the same requests")
 	fs.StringVar(&f.out, "out", ".", "folder for the report, the JSON file and berth's log")
 	fs.StringVar(&f.profile, "cpuprofile", "", "write a CPU profile of this process to this file (berth's too only with --in-process)")
+	fs.StringVar(&f.hotProfile, "hot-cpuprofile", "", "write a CPU profile of this process over the protected mode's hot-flight loop (--hot-clients) to this file: berth's hold path with --in-process")
 	processes := "1"
 	fs.StringVar(&processes, "processes", processes, "berth processes sharing each mode's database, Redis and load: 1, 2, or both (1 then 2); more than one needs --redis-url")
 	fs.BoolVar(&f.inProcess, "in-process", false, "run berth inside the bench's process instead of as `berth serve` processes (for --cpuprofile; memory then includes the load generator)")

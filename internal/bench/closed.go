@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -45,6 +46,7 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 		}
 		name := []string{HotFlightOne, HotFlight, HotFlightMore}[k]
 		customers := int64(hotCustomers + 3_000_000*k)
+		profiling := protect && k == 1 && o.HotProfile != nil && pprof.StartCPUProfile(o.HotProfile) == nil
 		res := runClosed(ctx, closedSpec{
 			name: name, what: fmt.Sprintf("holds of two seats committed on one flight at a time, %d clients", clients),
 			clients: clients, dur: o.ClosedDuration, limit: int64(len(hot) * hotPairsPerPlane), good: "201", timeout: o.Timeout,
@@ -54,6 +56,10 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 			return c.do(ctx, call{method: http.MethodPost, url: srv.at(i) + "/bookings",
 				token: srv.token(auth.Customer, customers+i), body: body})
 		})
+		if profiling {
+			pprof.StopCPUProfile()
+			o.HotProfile = nil // one profile a run
+		}
 		after := measureDBWork(ctx, pool, c, srv, settle)
 		res.setDBWork(before, after, settle)
 		before = after

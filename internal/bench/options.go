@@ -102,6 +102,11 @@ type Options struct {
 	Progress io.Writer
 	// ServerLog receives berth's warnings and errors (nil: discarded).
 	ServerLog io.Writer
+	// HotProfile, when set, receives a CPU profile of this process taken
+	// over the protected mode's hot-flight loop with HotClients clients
+	// (the first such loop of the run): berth's hold path under load when
+	// berth runs in process (ServeArgv nil), beside the load generator.
+	HotProfile io.Writer
 	// BeforeAudit, when set, runs on the mode's database just before the
 	// audit. Tests use it to corrupt the database and see the run fail.
 	BeforeAudit func(ctx context.Context, pool *pgxpool.Pool) error
