@@ -8,7 +8,7 @@ import (
 )
 
 func TestParseProcesses(t *testing.T) {
-	for in, want := range map[string][]int{"1": {1}, "2": {2}, "1,2": {1, 2}, "both": {1, 2}, " 2 , 1": {2, 1}} {
+	for in, want := range map[string][]int{"1": {1}, "2": {2}, "1,2": {1, 2}, "both": {1, 2}, "2,1": {2, 1}} {
 		got, err := ParseProcesses(in)
 		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("ParseProcesses(%q) = %v, %v; want %v", in, got, err, want)

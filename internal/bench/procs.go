@@ -176,7 +176,7 @@ func (p *process) waitReady(ctx context.Context, limit time.Duration) error {
 		select {
 		case err := <-p.exited:
 			p.exited <- err
-			return fmt.Errorf("berth serve (pid %d) exited before it was ready: %v (see berth's log)", p.pid, err)
+			return fmt.Errorf("berth serve (pid %d) exited before it was ready: %w (see berth's log)", p.pid, err)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -202,7 +202,9 @@ func (p *process) shutdown() error {
 		return err
 	case <-time.After(time.Minute):
 		_ = p.cmd.Process.Kill()
-		<-p.exited
+		if err := <-p.exited; err != nil {
+			return fmt.Errorf("berth serve (pid %d) did not stop within a minute of SIGTERM: killed (%w)", p.pid, err)
+		}
 		return fmt.Errorf("berth serve (pid %d) did not stop within a minute of SIGTERM: killed", p.pid)
 	}
 }
@@ -303,7 +305,7 @@ func readRSS(pid int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	return parseVmRSS(f)
 }
 
