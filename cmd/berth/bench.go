@@ -15,13 +15,22 @@ import (
 	"berth.dev/berth/internal/config"
 )
 
-// benchCmd runs `berth bench`: it prepares its own databases, runs berth in
-// this process with the surge layers on and off, drives a scenario at it,
-// audits, and writes a table, a JSON file and an HTML report.
+// benchCmd runs `berth bench`: it prepares its own databases, runs berth
+// (one or more `berth serve` processes, or inside this process) with the
+// surge layers on and off, drives a scenario at it, audits, and writes a
+// table, a JSON file and an HTML report.
 func benchCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	o, out, profile, err := benchOptions(args, getenv, stderr)
+	f, err := benchOptions(args, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	o, out, profile := f.o, f.out, f.profile
+	if !f.inProcess {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: find this berth to run `berth serve`: %w (or use --in-process)", err)
+		}
+		o.ServeArgv = []string{exe, "serve"}
 	}
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("bench: %w", err)
@@ -45,6 +54,14 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 		defer stop()
+	}
+	if f.hotProfile != "" {
+		pf, err := os.Create(f.hotProfile)
+		if err != nil {
+			return fmt.Errorf("bench: hot-flight cpu profile: %w", err)
+		}
+		defer func() { _ = pf.Close() }() // a profile cut short is still readable
+		o.HotProfile = pf
 	}
 	rep, runErr := bench.Run(ctx, o)
 	if rep == nil {
@@ -81,10 +98,17 @@ func writeFile(path string, write func(io.Writer) error) error {
 	return nil
 }
 
+// benchFlags are the parsed flags of `berth bench`.
+type benchFlags struct {
+	o                        bench.Options
+	out, profile, hotProfile string
+	inProcess                bool
+}
+
 // benchOptions parses the flags of `berth bench`. --quick switches the
 // defaults to the short preset; flags given beside it still win.
-func benchOptions(args []string, getenv func(string) string, stderr io.Writer) (o bench.Options, out, profile string, err error) {
-	o = bench.Defaults()
+func benchOptions(args []string, getenv func(string) string, stderr io.Writer) (f benchFlags, err error) {
+	o := bench.Defaults()
 	for _, a := range args {
 		if a == "-quick" || a == "--quick" || a == "-quick=true" || a == "--quick=true" {
 			o = bench.Quick()
@@ -98,9 +122,10 @@ func benchOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		fmt.Fprint(stderr, `Usage: berth bench [flags]
 
 Creates a fresh database per mode (berth_bench_…, dropped afterwards unless
---keep) on the PostgreSQL server of BERTH_DATABASE_URL, runs berth in this
-process with the surge layers off and on, drives the scenario at it, audits
-the invariants, and writes a table, a JSON file and an HTML report.
+--keep) on the PostgreSQL server of BERTH_DATABASE_URL, runs berth (as
+--processes `+"`berth serve`"+` processes sharing the load, or in this process
+with --in-process) with the surge layers off and on, drives the scenario at
+it, audits the invariants, and writes a table, a JSON file and an HTML report.
 Exits 1 on any oversell, invariant violation or 5xx other than 503.
 
 Flags:
@@ -114,8 +139,12 @@ Flags:
 	config.URLVar(fs, &o.RedisURL, "redis-url", "Redis for berth (BERTH_REDIS_URL; empty: the embedded substitute)")
 	fs.BoolVar(&o.Keep, "keep", o.Keep, "keep the bench databases afterwards")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "random seed: the same seed offers the same requests")
-	fs.StringVar(&out, "out", ".", "folder for the report, the JSON file and berth's log")
-	fs.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the whole run (berth and the load generator) to this file")
+	fs.StringVar(&f.out, "out", ".", "folder for the report, the JSON file and berth's log")
+	fs.StringVar(&f.profile, "cpuprofile", "", "write a CPU profile of this process to this file (berth's too only with --in-process)")
+	fs.StringVar(&f.hotProfile, "hot-cpuprofile", "", "write a CPU profile of this process over the protected mode's hot-flight loop (--hot-clients) to this file: berth's hold path with --in-process")
+	processes := "1"
+	fs.StringVar(&processes, "processes", processes, "berth processes sharing each mode's database, Redis and load: 1, 2, or both (1 then 2); more than one needs --redis-url")
+	fs.BoolVar(&f.inProcess, "in-process", false, "run berth inside the bench's process instead of as `berth serve` processes (for --cpuprofile; memory then includes the load generator)")
 
 	fs.IntVar(&o.Flights, "flights", o.Flights, "flash-sale: flights on sale, 180 seats each")
 	fs.Float64Var(&o.Rate, "rate", o.Rate, "flash-sale: hold attempts offered per second (open loop)")
@@ -129,8 +158,10 @@ Flags:
 	fs.IntVar(&o.Cars, "cars", o.Cars, "car-peak: popular cars")
 	fs.Float64Var(&o.SearchRate, "search-rate", o.SearchRate, "car-peak: searches offered per second")
 	fs.Float64Var(&o.CarHoldRate, "car-hold-rate", o.CarHoldRate, "car-peak: car holds offered per second")
+	fs.Float64Var(&o.UncachedSearchRate, "uncached-search-rate", o.UncachedSearchRate, "car-peak: searches per second besides --search-rate that berth's search cache cannot answer (0: none)")
 
 	fs.IntVar(&o.HotClients, "hot-clients", o.HotClients, "closed loop: clients holding seats on one hot flight")
+	fs.IntVar(&o.HotClientsMore, "hot-clients-more", o.HotClientsMore, "closed loop: a second hot-flight measurement with this many clients (0: skipped)")
 	fs.IntVar(&o.RejectClients, "reject-clients", o.RejectClients, "closed loop: clients on the rejection paths and the bare net/http handler")
 	fs.DurationVar(&o.ClosedDuration, "closed-duration", o.ClosedDuration, "length of each closed-loop measurement")
 	fs.DurationVar(&o.StatsSettle, "stats-settle", o.StatsSettle, "wait before reading the database's transaction counters around the hot-flight loops (PostgreSQL reports idle sessions' statistics up to 10 s late)")
@@ -141,12 +172,16 @@ Flags:
 	fs.DurationVar(&o.Drain, "drain", o.Drain, "how long to wait for late answers after the offered load ends")
 	fs.DurationVar(&o.Settle, "settle", o.Settle, "pause before stopping berth, for payments' webhooks to land")
 	if err := fs.Parse(args); err != nil {
-		return o, "", "", err
+		return f, err
 	}
 	if fs.NArg() > 0 {
-		return o, "", "", fmt.Errorf("bench: unexpected argument %q", strings.Join(fs.Args(), " "))
+		return f, fmt.Errorf("bench: unexpected argument %q", strings.Join(fs.Args(), " "))
 	}
-	return o, out, profile, nil
+	if o.Processes, err = bench.ParseProcesses(processes); err != nil {
+		return f, fmt.Errorf("bench: %w", err)
+	}
+	f.o = o
+	return f, nil
 }
 
 // startCPUProfile profiles this process (berth and the load generator

@@ -28,7 +28,7 @@ var commands = []struct{ name, what string }{
 	{"paysim", "run the payment gateway simulator (checkout page, signed webhooks)"},
 	{"dev", "run a local stack: private PostgreSQL, migrations, demo data, serve"},
 	{"audit", "check the invariants against a database; exit 1 on any violation"},
-	{"bench", "load-test berth in this process, bare and protected, side by side"},
+	{"bench", "load-test berth, bare and protected, side by side, in one or two processes"},
 	{"version", "print the version and commit this binary was built from"},
 	{"probe", "ask a running berth's /healthz (or --url); exit 0 when it answers 2xx"},
 }

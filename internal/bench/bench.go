@@ -36,24 +36,27 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep := &Report{Scenario: o.Scenario, Started: time.Now().UTC(), Settings: o.settings(), Failures: []string{}}
 	rep.Machine = Machine{NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-		PostgreSQL: serverVersion(ctx, o.DatabaseURL), Redis: "embedded"}
+		PostgreSQL: serverVersion(ctx, o.DatabaseURL), Redis: "embedded", LoadStart: loadAverage()}
+	defer func() { rep.Machine.LoadEnd = loadAverage() }()
 	if o.RedisURL != "" {
 		if u, err := url.Parse(o.RedisURL); err == nil {
 			rep.Machine.Redis = u.Host
 		}
 	}
-	for _, protect := range o.modes() {
-		if ctx.Err() != nil {
-			break
-		}
-		m, err := runMode(ctx, &o, protect)
-		if m != nil {
-			rep.Modes = append(rep.Modes, m)
-			rep.Failures = append(rep.Failures, m.Failures...)
-		}
-		if err != nil {
-			rep.Targets = rep.targets()
-			return rep, fmt.Errorf("protect=%s: %w", onOff(protect), err)
+	for _, procs := range o.Processes {
+		for _, protect := range o.modes() {
+			if ctx.Err() != nil {
+				break
+			}
+			m, err := runMode(ctx, &o, protect, procs)
+			if m != nil {
+				rep.Modes = append(rep.Modes, m)
+				rep.Failures = append(rep.Failures, m.Failures...)
+			}
+			if err != nil {
+				rep.Targets = rep.targets()
+				return rep, fmt.Errorf("%s: %w", modeName(protect, procs), err)
+			}
 		}
 	}
 	if ctx.Err() != nil {
@@ -64,6 +67,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return rep, &FailedError{Failures: rep.Failures}
 	}
 	return rep, nil
+}
+
+// modeName names a mode: "protect=on", or "protect=on x2" for two
+// processes.
+func modeName(protect bool, procs int) string {
+	if procs == 1 {
+		return "protect=" + onOff(protect)
+	}
+	return fmt.Sprintf("protect=%s x%d", onOff(protect), procs)
 }
 
 func onOff(b bool) string {
@@ -89,11 +101,11 @@ func serverVersion(ctx context.Context, u string) string {
 }
 
 // runMode prepares a fresh world, runs the scenario and the closed loops
-// against berth with protect on or off, stops berth and audits the
-// database. Setup errors end the mode at once.
-func runMode(ctx context.Context, o *Options, protect bool) (m *Mode, err error) {
-	m = &Mode{Name: "protect=" + onOff(protect), Protect: protect, Features: map[string]string{}, Failures: []string{}, Notes: []string{}}
-	m.Database = fmt.Sprintf("%s%s_%s_%d_%s", dbPrefix, strings.ReplaceAll(o.Scenario, "-", "_"), onOff(protect), time.Now().Unix(), randomHex(3))
+// against procs berth processes with protect on or off, stops them and
+// audits the database. Setup errors end the mode at once.
+func runMode(ctx context.Context, o *Options, protect bool, procs int) (m *Mode, err error) {
+	m = &Mode{Name: modeName(protect, procs), Protect: protect, Processes: procs, Features: map[string]string{}, Failures: []string{}, Notes: []string{}}
+	m.Database = fmt.Sprintf("%s%s_%s_%dp_%d_%s", dbPrefix, strings.ReplaceAll(o.Scenario, "-", "_"), onOff(protect), procs, time.Now().Unix(), randomHex(3))
 	say := func(format string, args ...any) {
 		if o.Progress != nil {
 			fmt.Fprintf(o.Progress, "%-12s "+format+"\n", append([]any{m.Name}, args...)...)
@@ -114,7 +126,7 @@ func runMode(ctx context.Context, o *Options, protect bool) (m *Mode, err error)
 	} else {
 		m.Notes = append(m.Notes, "database kept: "+m.Database)
 	}
-	cfg, err := serverConfig(dbURL, o.RedisURL, protect, o.Getenv)
+	cfg, env, err := serverConfig(dbURL, o.RedisURL, protect, o.Getenv)
 	if err != nil {
 		return m, err
 	}
@@ -123,16 +135,21 @@ func runMode(ctx context.Context, o *Options, protect bool) (m *Mode, err error)
 		return m, err
 	}
 	defer pool.Close()
-	srv, err := startServer(ctx, cfg, o.ServerLog)
+	say("starting %d berth process(es)", procs)
+	srv, err := startServers(ctx, cfg, env, procs, o.ServeArgv, o.ServerLog)
 	if err != nil {
 		return m, err
 	}
+	rss := sampleRSS(srv, 200*time.Millisecond)
 	defer func() {
+		if m.Memory == nil {
+			m.Memory = rss.finish()
+		}
 		if serr := srv.shutdown(); serr != nil && err == nil {
 			err = fmt.Errorf("berth stopped with an error: %w", serr)
 		}
 	}()
-	c := newClient(max(o.Conns, o.RejectClients, o.HotClients))
+	c := newClient(max(o.Conns, o.RejectClients, o.HotClients, o.HotClientsMore))
 	defer c.close()
 
 	// The flight every mode needs: one class of a single unit, held once,
@@ -180,10 +197,14 @@ func runMode(ctx context.Context, o *Options, protect bool) (m *Mode, err error)
 			{op: "search", rate: o.SearchRate, conns: o.Conns, send: p.search},
 			{op: "car-hold", rate: o.CarHoldRate, conns: o.Conns, send: p.hold},
 		}
+		if o.UncachedSearchRate > 0 {
+			streams = append(streams, stream{op: "search-uncached", rate: o.UncachedSearchRate, conns: o.Conns, send: p.uncachedSearch})
+		}
 		bind = func(l *openLoop) { p.loop = l }
 	}
 	say("warming up %d connections", o.Conns)
 	warmUp(ctx, c, srv, o.Conns)
+	moneyBefore := scrapeMoney(ctx, c, srv)
 	scheduled := make([]string, 0, len(streams))
 	for _, s := range streams {
 		scheduled = append(scheduled, s.op)
@@ -217,6 +238,10 @@ func runMode(ctx context.Context, o *Options, protect bool) (m *Mode, err error)
 	// Let in-flight work (payments' webhooks) land, stop berth, then audit
 	// the database at rest.
 	sleepUntil(ctx, time.Now().Add(o.Settle))
+	if o.Scenario == FlashSale {
+		m.Money = moneyLane(m.Open, moneyBefore, scrapeMoney(ctx, c, srv))
+	}
+	m.Memory = rss.finish()
 	if err := srv.shutdown(); err != nil {
 		m.Failures = append(m.Failures, fmt.Sprintf("%s: berth stopped with an error: %v", m.Name, err))
 	}
@@ -264,11 +289,11 @@ func warmUp(ctx context.Context, c *client, srv *server, conns int) {
 	tok := srv.token(auth.Customer, setupCustomer)
 	for range 3 {
 		var wg sync.WaitGroup
-		for range conns {
+		for k := range conns {
 			wg.Go(func() {
 				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
-				c.do(rctx, call{method: http.MethodGet, url: srv.url + "/bookings?limit=1", token: tok})
+				c.do(rctx, call{method: http.MethodGet, url: srv.at(int64(k)) + "/bookings?limit=1", token: tok})
 			})
 		}
 		wg.Wait()

@@ -144,7 +144,7 @@ func TestFlashSaleBothModes(t *testing.T) {
 			for _, op := range m.Open.Ops {
 				unknown += op.Count(bench.OutcomeTimeout) + op.Count(bench.OutcomeTransport) + op.Count(bench.OutcomeCutOff)
 			}
-			for _, name := range []string{bench.HotFlightOne, bench.HotFlight} {
+			for _, name := range []string{bench.HotFlightOne, bench.HotFlight, bench.HotFlightMore} {
 				hot := m.Measurement(name)
 				if hot == nil {
 					t.Errorf("no %s measurement", name)
@@ -171,6 +171,12 @@ func TestFlashSaleBothModes(t *testing.T) {
 					t.Errorf("payments are on but no customer paid")
 				}
 			}
+			checkMemory(t, m, 1)
+			if m.Money == nil || m.Money.WebhookError != "" {
+				t.Errorf("money lane %+v, want the webhooks counted", m.Money)
+			} else if m.Features["payments"] == "on" && m.Money.PayStarts > 0 && m.Money.Webhooks == 0 {
+				t.Errorf("money lane %+v: payments started but no webhook counted", m.Money)
+			}
 		})
 	}
 	if rep.Modes[0].Features["waitingRoom"] != "off (bare design)" {
@@ -179,10 +185,13 @@ func TestFlashSaleBothModes(t *testing.T) {
 	checkOutputs(t, rep, logs)
 }
 
+// TestCarPeakBothModes runs the car peak with two berths in the test's
+// process sharing the load (the database and Redis are shared).
 func TestCarPeakBothModes(t *testing.T) {
 	t.Parallel()
 	o, logs := quick(t, bench.CarPeak, "both")
 	o.NoClosed = true
+	o.Processes = []int{2}
 	rep, err := bench.Run(context.Background(), o)
 	dropAfter(t, rep)
 	if errors.Is(err, bench.ErrUnavailable) {
@@ -194,8 +203,9 @@ func TestCarPeakBothModes(t *testing.T) {
 	for _, m := range rep.Modes {
 		t.Run(m.Name, func(t *testing.T) {
 			checkAccounting(t, m.Open, map[string]int{
-				"search":   int(o.SearchRate * o.Duration.Seconds()),
-				"car-hold": int(o.CarHoldRate * o.Duration.Seconds()),
+				"search":          int(o.SearchRate * o.Duration.Seconds()),
+				"car-hold":        int(o.CarHoldRate * o.Duration.Seconds()),
+				"search-uncached": int(o.UncachedSearchRate * o.Duration.Seconds()),
 			})
 			if n := m.Open.Op("search").Count("200"); n == 0 {
 				t.Errorf("no search answered 200: %+v", m.Open.Op("search").Outcomes)
@@ -203,6 +213,13 @@ func TestCarPeakBothModes(t *testing.T) {
 			if n := m.Open.Op("car-hold").Count("201"); n == 0 {
 				t.Errorf("no car hold answered 201: %+v", m.Open.Op("car-hold").Outcomes)
 			}
+			if n := m.Open.Op("search-uncached").Count("200"); n == 0 {
+				t.Errorf("no uncached search answered 200: %+v", m.Open.Op("search-uncached"))
+			}
+			if m.Processes != 2 || !strings.HasSuffix(m.Name, " x2") {
+				t.Errorf("mode %q ran %d processes, want 2", m.Name, m.Processes)
+			}
+			checkMemory(t, m, 2)
 			checkAudit(t, m)
 		})
 	}
@@ -319,7 +336,7 @@ func checkAudit(t *testing.T, m *bench.Mode) {
 
 func checkClosed(t *testing.T, m *bench.Mode) {
 	t.Helper()
-	for _, name := range []string{bench.HotFlightOne, bench.HotFlight, bench.BareNetHTTP, bench.RejectSoldOut, bench.RejectWaitingRoom} {
+	for _, name := range []string{bench.HotFlightOne, bench.HotFlight, bench.HotFlightMore, bench.BareNetHTTP, bench.RejectSoldOut, bench.RejectWaitingRoom} {
 		c := m.Measurement(name)
 		if c == nil {
 			t.Errorf("no %s measurement", name)
@@ -410,12 +427,12 @@ func checkOutputs(t *testing.T, rep *bench.Report, logs *lockedBuffer) {
 
 	var table bytes.Buffer
 	rep.WriteTable(&table)
-	for _, want := range []string{"OPEN LOOP", "AUDIT", "PASSED", "p99"} {
+	for _, want := range []string{"OPEN LOOP", "AUDIT", "PASSED", "p99", "P99 OF ALL ANSWERS PER SECOND", "MEMORY", "load average"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
 	}
-	if !regexp.MustCompile(`protect=\w+ +\d+s +offered +\d+/s +answered`).MatchString(logs.String()) {
+	if !regexp.MustCompile(`protect=\w+( x\d)? +\d+s +offered +\d+/s +answered`).MatchString(logs.String()) {
 		t.Errorf("no progress line in:\n%s", logs)
 	}
 }
@@ -426,4 +443,17 @@ func modeNames(r *bench.Report) []string {
 		out = append(out, m.Name)
 	}
 	return out
+}
+
+// checkMemory: each berth process's memory was sampled over the mode.
+func checkMemory(t *testing.T, m *bench.Mode, procs int) {
+	t.Helper()
+	if len(m.Memory) != procs {
+		t.Fatalf("memory of %d processes, want %d: %+v", len(m.Memory), procs, m.Memory)
+	}
+	for _, p := range m.Memory {
+		if p.Samples < 2 || p.StartKB <= 0 || p.MaxKB < p.StartKB || p.MaxKB < p.EndKB {
+			t.Errorf("memory %+v: want at least two samples, start ≤ max ≥ end", p)
+		}
+	}
 }

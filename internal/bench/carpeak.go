@@ -86,7 +86,23 @@ func (p *carPeak) search(ctx context.Context, i int64, sched time.Time) {
 	per := p.periods[rng.IntN(len(p.periods))]
 	q := url.Values{"city": {carCities[rng.IntN(len(carCities))]},
 		"from": {per[0].Format(time.RFC3339)}, "to": {per[1].Format(time.RFC3339)}}
-	p.loop.timed(ctx, "search", sched, call{method: http.MethodGet, url: p.srv.url + "/cars?" + q.Encode()})
+	p.loop.timed(ctx, "search", sched, call{method: http.MethodGet, url: p.srv.at(i) + "/cars?" + q.Encode()})
+}
+
+// uncachedSearch is scheduled uncached search i: a popular period, but
+// ending i seconds later than its popular twin, so that no one asked the
+// question before and berth's search cache cannot answer it.
+func (p *carPeak) uncachedSearch(ctx context.Context, i int64, sched time.Time) {
+	rng := rand.New(rand.NewPCG(p.o.Seed^0x0c5, uint64(i)))
+	q := uncachedQuery(p.periods[rng.IntN(len(p.periods))], carCities[rng.IntN(len(carCities))], i)
+	p.loop.timed(ctx, "search-uncached", sched, call{method: http.MethodGet, url: p.srv.at(i) + "/cars?" + q.Encode()})
+}
+
+// uncachedQuery is the query of uncached search i: per, ending i+1
+// seconds later, in city.
+func uncachedQuery(per [2]time.Time, city string, i int64) url.Values {
+	return url.Values{"city": {city}, "from": {per[0].Format(time.RFC3339)},
+		"to": {per[1].Add(time.Duration(i+1) * time.Second).Format(time.RFC3339)}}
 }
 
 // hold is scheduled car hold i: a popular car for one to three days
@@ -97,7 +113,7 @@ func (p *carPeak) hold(ctx context.Context, i int64, sched time.Time) {
 	to := from.AddDate(0, 0, 1+rng.IntN(3))
 	body, _ := json.Marshal(map[string]any{"carId": p.cars[p.pop.pick(rng)],
 		"from": from.Format(time.RFC3339), "to": to.Format(time.RFC3339)})
-	p.loop.timed(ctx, "car-hold", sched, call{method: http.MethodPost, url: p.srv.url + "/bookings",
+	p.loop.timed(ctx, "car-hold", sched, call{method: http.MethodPost, url: p.srv.at(i) + "/bookings",
 		token: p.srv.token(auth.Customer, saleCustomers+i), body: body, decode: true,
 		header: map[string]string{"Idempotency-Key": fmt.Sprintf("bench-car-%d-%s", i, randomHex(6))}})
 }

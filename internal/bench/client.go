@@ -66,6 +66,8 @@ type answerFields struct {
 	Admitted  bool            `json:"admitted"`
 	Token     string          `json:"token"`
 	ID        int64           `json:"id"`
+	// CheckoutURL is a payment's page at the gateway (the simulator).
+	CheckoutURL string `json:"checkoutUrl"`
 }
 
 // ticket returns the waiting-room ticket as text, whether the server sent

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,6 +19,7 @@ import (
 const (
 	HotFlight         = "hot-flight"
 	HotFlightOne      = "hot-flight-1"
+	HotFlightMore     = "hot-flight-more" // HotClientsMore clients
 	RejectSoldOut     = "reject-sold-out"
 	RejectWaitingRoom = "reject-waiting-room"
 	BareNetHTTP       = "bare-net-http"
@@ -34,24 +36,30 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 	// flights of its own, each with the database's work per hold.
 	settle := o.StatsSettle
 	before := measureDBWork(ctx, pool, c, srv, settle)
-	for _, clients := range []int{1, o.HotClients} {
+	for k, clients := range []int{1, o.HotClients, o.HotClientsMore} {
+		if clients == 0 {
+			continue
+		}
 		hot, err := createHotFlights(ctx, c, srv, hotFlightCount(o.ClosedDuration))
 		if err != nil {
 			return nil, err
 		}
-		name, customers := HotFlight, int64(hotCustomers)
-		if clients == 1 {
-			name, customers = HotFlightOne, hotCustomers+5_000_000
-		}
+		name := []string{HotFlightOne, HotFlight, HotFlightMore}[k]
+		customers := int64(hotCustomers + 3_000_000*k)
+		profiling := protect && k == 1 && o.HotProfile != nil && pprof.StartCPUProfile(o.HotProfile) == nil
 		res := runClosed(ctx, closedSpec{
 			name: name, what: fmt.Sprintf("holds of two seats committed on one flight at a time, %d clients", clients),
 			clients: clients, dur: o.ClosedDuration, limit: int64(len(hot) * hotPairsPerPlane), good: "201", timeout: o.Timeout,
 		}, func(ctx context.Context, i int64) answer {
 			flightID, seats := hotPair(hot, i)
 			body, _ := json.Marshal(holdBody{FlightID: flightID, FareClass: "ECONOMY", Seats: seats})
-			return c.do(ctx, call{method: http.MethodPost, url: srv.url + "/bookings",
+			return c.do(ctx, call{method: http.MethodPost, url: srv.at(i) + "/bookings",
 				token: srv.token(auth.Customer, customers+i), body: body})
 		})
+		if profiling {
+			pprof.StopCPUProfile()
+			o.HotProfile = nil // one profile a run
+		}
 		after := measureDBWork(ctx, pool, c, srv, settle)
 		res.setDBWork(before, after, settle)
 		before = after
@@ -64,10 +72,10 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 	for k := range tokens {
 		tokens[k] = srv.token(auth.Customer, rejectCustomers+int64(k))
 	}
-	reject := func(name, what, good string, body []byte, base string) *ClosedResult {
+	reject := func(name, what, good string, body []byte, base func(int64) string) *ClosedResult {
 		return runClosed(ctx, closedSpec{name: name, what: what, clients: o.RejectClients, dur: o.ClosedDuration, good: good, timeout: o.Timeout},
 			func(ctx context.Context, i int64) answer {
-				return c.do(ctx, call{method: http.MethodPost, url: base + "/bookings", token: tokens[i%rejectTokenSlots], body: body})
+				return c.do(ctx, call{method: http.MethodPost, url: base(i) + "/bookings", token: tokens[i%rejectTokenSlots], body: body})
 			})
 	}
 
@@ -77,11 +85,11 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 	}
 	soldOutBody, _ := json.Marshal(holdBody{FlightID: soldOutFlight, FareClass: "ECONOMY", Quantity: 1})
 	out = append(out, reject(BareNetHTTP, fmt.Sprintf("a bare net/http handler answering a fixed 409 problem, %d clients", o.RejectClients),
-		"409 sold_out", soldOutBody, bare.url))
+		"409 sold_out", soldOutBody, func(int64) string { return bare.url }))
 	bare.close()
 
 	out = append(out, reject(RejectSoldOut, fmt.Sprintf("holds on a sold-out class, %d clients", o.RejectClients),
-		"409 sold_out", soldOutBody, srv.url))
+		"409 sold_out", soldOutBody, srv.at))
 
 	wr := &ClosedResult{Name: RejectWaitingRoom, What: fmt.Sprintf("holds without admission on a flight whose waiting room is on, %d clients", o.RejectClients)}
 	switch {
@@ -102,7 +110,7 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 			return nil, fmt.Errorf("switch the waiting room on: %w", err)
 		default:
 			body, _ := json.Marshal(holdBody{FlightID: id, FareClass: "ECONOMY", Seats: []string{"12A"}})
-			wr = reject(RejectWaitingRoom, wr.What, "429 waiting_room", body, srv.url)
+			wr = reject(RejectWaitingRoom, wr.What, "429 waiting_room", body, srv.at)
 		}
 	}
 	out = append(out, wr)

@@ -15,7 +15,7 @@ import (
 // dbWork is what berth made PostgreSQL do up to a moment: the mode
 // database's committed and rolled-back transactions (pg_stat_database,
 // every session of the database counted) and berth's round trips
-// (berth_db_round_trips_total).
+// (berth_db_round_trips_total, summed over its processes).
 type dbWork struct {
 	commits, rollbacks int64
 	trips              float64
@@ -34,11 +34,14 @@ func measureDBWork(ctx context.Context, pool *pgxpool.Pool, c *client, srv *serv
 		Scan(&w.commits, &w.rollbacks); err != nil {
 		return w
 	}
-	trips, err := scrapeCounter(qctx, c, srv.url+"/metrics", "berth_db_round_trips_total")
-	if err != nil {
-		return w
+	for _, u := range srv.urls {
+		trips, err := scrapeCounter(qctx, c, u+"/metrics", "berth_db_round_trips_total")
+		if err != nil {
+			return w
+		}
+		w.trips += trips
 	}
-	w.trips, w.ok = trips, true
+	w.ok = true
 	return w
 }
 

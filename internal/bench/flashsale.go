@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"berth.dev/berth/internal/auth"
@@ -90,29 +91,35 @@ func (f *flashSale) hold(ctx context.Context, i int64, sched time.Time) {
 	pays := rng.Float64() < f.o.PayShare
 	body, _ := json.Marshal(req)
 	tok := f.srv.token(auth.Customer, saleCustomers+i)
-	a := f.loop.timed(ctx, "hold", sched, call{method: http.MethodPost, url: f.srv.url + "/bookings", token: tok, body: body, decode: true})
+	base := f.srv.at(i) // the customer's later requests go to the same berth
+	a := f.loop.timed(ctx, "hold", sched, call{method: http.MethodPost, url: base + "/bookings", token: tok, body: body, decode: true})
 	switch {
 	case a.status == http.StatusCreated && pays && f.pay:
-		f.loop.follow("pay", func() { f.payFor(ctx, tok, a.fields.BookingID) })
+		f.loop.follow("pay", func() { f.payFor(ctx, base, tok, a.fields.BookingID) })
 	case a.status == http.StatusTooManyRequests && a.fields.Code == "waiting_room" && f.waitingRoom:
 		ticket := a.fields.ticket()
-		f.loop.follow("journey", func() { f.wait(ctx, tok, body, ticket, pays, sched) })
+		f.loop.follow("journey", func() { f.wait(ctx, base, tok, body, ticket, pays, sched) })
 	}
 }
 
-// payFor starts paying for a booking, with an Idempotency-Key of its own.
-func (f *flashSale) payFor(ctx context.Context, tok string, bookingID int64) {
-	f.loop.timed(ctx, "pay", time.Now(), call{method: http.MethodPost, url: fmt.Sprintf("%s/bookings/%d/payments", f.srv.url, bookingID),
-		token: tok, body: []byte(`{}`), header: map[string]string{"Idempotency-Key": "bench-" + randomHex(12)}})
+// payFor starts paying for a booking, with an Idempotency-Key of its own,
+// then pays on the gateway's checkout page, so that the gateway sends
+// berth its webhook as it would in a real sale.
+func (f *flashSale) payFor(ctx context.Context, base, tok string, bookingID int64) {
+	a := f.loop.timed(ctx, "pay", time.Now(), call{method: http.MethodPost, url: fmt.Sprintf("%s/bookings/%d/payments", base, bookingID),
+		token: tok, body: []byte(`{}`), decode: true, header: map[string]string{"Idempotency-Key": "bench-" + randomHex(12)}})
+	if a.status == http.StatusCreated && strings.HasPrefix(a.fields.CheckoutURL, "http") {
+		f.loop.timed(ctx, "checkout", time.Now(), call{method: http.MethodPost, url: a.fields.CheckoutURL + "/pay"})
+	}
 }
 
 // wait is a customer sent to the waiting room: it polls its ticket until
 // admitted (or WaitMax passes), then holds again with the admission token.
 // The journey's outcome is the retried hold's, or "gave up"; its latency
 // counts from the customer's first request.
-func (f *flashSale) wait(ctx context.Context, tok string, body []byte, ticket string, pays bool, since time.Time) {
+func (f *flashSale) wait(ctx context.Context, base, tok string, body []byte, ticket string, pays bool, since time.Time) {
 	giveUp := earlier(time.Now().Add(f.o.WaitMax), f.loop.deadline)
-	pollURL := f.srv.url + "/waiting-room/" + url.PathEscape(ticket)
+	pollURL := base + "/waiting-room/" + url.PathEscape(ticket)
 	journey := func(outcome string) {
 		now := time.Now()
 		f.loop.rec.done("journey", outcome, now.Sub(since), now)
@@ -126,11 +133,11 @@ func (f *flashSale) wait(ctx context.Context, tok string, body []byte, ticket st
 		a := f.loop.timed(ctx, "poll", time.Now(), call{method: http.MethodGet, url: pollURL, token: tok, decode: true})
 		switch {
 		case a.status == http.StatusOK && a.fields.Admitted && a.fields.Token != "":
-			r := f.loop.timed(ctx, "hold-retry", time.Now(), call{method: http.MethodPost, url: f.srv.url + "/bookings",
+			r := f.loop.timed(ctx, "hold-retry", time.Now(), call{method: http.MethodPost, url: base + "/bookings",
 				token: tok, body: body, decode: true, header: map[string]string{"Waiting-Room-Token": a.fields.Token}})
 			journey(r.outcome())
 			if r.status == http.StatusCreated && pays && f.pay {
-				f.payFor(ctx, tok, r.fields.BookingID)
+				f.payFor(ctx, base, tok, r.fields.BookingID)
 			}
 			return
 		case a.status == http.StatusOK, a.status == http.StatusTooManyRequests, a.status == http.StatusServiceUnavailable:

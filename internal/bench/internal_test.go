@@ -220,6 +220,11 @@ func TestOptionsValidate(t *testing.T) {
 		{"--hot-clients", func(o *Options) { o.HotClients = 0 }},
 		{"--timeout", func(o *Options) { o.Timeout = 0 }},
 		{"--waiting-room", func(o *Options) { o.WaitingRoom = -1 }},
+		{"--processes", func(o *Options) { o.Processes = nil }},
+		{"--processes", func(o *Options) { o.Processes = []int{0} }},
+		{"--redis-url", func(o *Options) { o.Processes = []int{1, 2}; o.RedisURL = "" }},
+		{"--hot-clients-more", func(o *Options) { o.HotClientsMore = -1 }},
+		{"--uncached-search-rate", func(o *Options) { o.UncachedSearchRate = -1 }},
 	} {
 		o := good
 		tc.change(&o)

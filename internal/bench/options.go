@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,6 +36,15 @@ type Options struct {
 	RedisURL string
 	Keep     bool
 	Seed     uint64
+	// Processes lists how many berth processes to run each mode with,
+	// side by side (1, 2 or both): the processes share the mode's
+	// database and Redis, and the load is split evenly between them.
+	Processes []int
+	// ServeArgv, when set, is the command that runs `berth serve` (the
+	// bench adds the settings to its environment): each berth under test
+	// is then a process of its own, whose memory the report samples.
+	// Nil: berth runs inside the bench's process (tests).
+	ServeArgv []string
 
 	// Flash sale: Flights flights of 180 seats, Rate hold attempts a
 	// second for Duration, flight popularity Zipf-like with exponent Zipf.
@@ -53,11 +65,17 @@ type Options struct {
 	Cars        int
 	SearchRate  float64
 	CarHoldRate float64
+	// UncachedSearchRate is searches a second, besides SearchRate, that
+	// each ask a question no one asked before (a period of their own),
+	// so that berth's search cache cannot answer them (0: none).
+	UncachedSearchRate float64
 
-	// Closed loops, ClosedDuration each: holds on one hot flight by
-	// HotClients clients; rejections and the bare net/http handler by
-	// RejectClients clients. NoClosed skips them.
+	// Closed loops, ClosedDuration each: holds on one hot flight by one
+	// client, by HotClients and by HotClientsMore clients (0: skipped);
+	// rejections and the bare net/http handler by RejectClients clients.
+	// NoClosed skips them.
 	HotClients     int
+	HotClientsMore int
 	RejectClients  int
 	ClosedDuration time.Duration
 	NoClosed       bool
@@ -84,6 +102,11 @@ type Options struct {
 	Progress io.Writer
 	// ServerLog receives berth's warnings and errors (nil: discarded).
 	ServerLog io.Writer
+	// HotProfile, when set, receives a CPU profile of this process taken
+	// over the protected mode's hot-flight loop with HotClients clients
+	// (the first such loop of the run): berth's hold path under load when
+	// berth runs in process (ServeArgv nil), beside the load generator.
+	HotProfile io.Writer
 	// BeforeAudit, when set, runs on the mode's database just before the
 	// audit. Tests use it to corrupt the database and see the run fail.
 	BeforeAudit func(ctx context.Context, pool *pgxpool.Pool) error
@@ -93,27 +116,31 @@ type Options struct {
 // the load generator at once.
 func Defaults() Options {
 	return Options{
-		Scenario:       FlashSale,
-		Protect:        "both",
-		Seed:           1,
-		Flights:        20,
-		Rate:           2000,
-		Duration:       20 * time.Second,
-		SeatShare:      0.7,
-		PayShare:       0.3,
-		Zipf:           1.1,
-		WaitMax:        10 * time.Second,
-		Cars:           300,
-		SearchRate:     3000,
-		CarHoldRate:    300,
-		HotClients:     32,
-		RejectClients:  64,
-		ClosedDuration: 5 * time.Second,
-		StatsSettle:    11 * time.Second,
-		Conns:          512,
-		Timeout:        10 * time.Second,
-		Drain:          5 * time.Second,
-		Settle:         time.Second,
+		Scenario:    FlashSale,
+		Protect:     "both",
+		Seed:        1,
+		Flights:     20,
+		Rate:        2000,
+		Duration:    20 * time.Second,
+		SeatShare:   0.7,
+		PayShare:    0.3,
+		Zipf:        1.1,
+		WaitMax:     10 * time.Second,
+		Processes:   []int{1},
+		Cars:        300,
+		SearchRate:  3000,
+		CarHoldRate: 300,
+		// UncachedSearchRate: a tenth of the searches miss the cache.
+		UncachedSearchRate: 300,
+		HotClients:         32,
+		HotClientsMore:     128,
+		RejectClients:      64,
+		ClosedDuration:     5 * time.Second,
+		StatsSettle:        11 * time.Second,
+		Conns:              512,
+		Timeout:            10 * time.Second,
+		Drain:              5 * time.Second,
+		Settle:             time.Second,
 	}
 }
 
@@ -127,7 +154,9 @@ func Quick() Options {
 	o.Cars = 30
 	o.SearchRate = 100
 	o.CarHoldRate = 20
+	o.UncachedSearchRate = 20
 	o.HotClients = 4
+	o.HotClientsMore = 8
 	o.RejectClients = 4
 	o.ClosedDuration = time.Second
 	o.StatsSettle = 0
@@ -175,6 +204,23 @@ func (o *Options) Validate() error {
 			bad(name, "%g must be between 0 and 1,000,000 a second", v)
 		}
 	}
+	if o.UncachedSearchRate < 0 || o.UncachedSearchRate > 1_000_000 {
+		bad("uncached-search-rate", "%g must be between 0 and 1,000,000 a second", o.UncachedSearchRate)
+	}
+	if len(o.Processes) == 0 {
+		bad("processes", "is empty: 1, 2 or both")
+	}
+	for _, n := range o.Processes {
+		if n < 1 || n > 8 {
+			bad("processes", "%d must be between 1 and 8", n)
+		}
+		if n > 1 && o.RedisURL == "" && o.Protect != "off" {
+			bad("processes", "%d processes need --redis-url (BERTH_REDIS_URL): the embedded substitute is one per process, so the surge layers would not be shared", n)
+		}
+	}
+	if o.HotClientsMore < 0 || o.HotClientsMore > 20_000 {
+		bad("hot-clients-more", "%d must be between 0 and 20000", o.HotClientsMore)
+	}
 	if o.Duration < 500*time.Millisecond || o.Duration > time.Hour {
 		bad("duration", "%s must be between 500ms and 1h", o.Duration)
 	}
@@ -216,7 +262,7 @@ func (o *Options) Validate() error {
 // settings renders the options for the report.
 func (o *Options) settings() map[string]string {
 	s := map[string]string{
-		"scenario": o.Scenario, "protect": o.Protect, "seed": fmt.Sprint(o.Seed),
+		"scenario": o.Scenario, "protect": o.Protect, "seed": fmt.Sprint(o.Seed), "processes": fmt.Sprint(o.Processes),
 		"duration": o.Duration.String(), "conns": fmt.Sprint(o.Conns), "timeout": o.Timeout.String(),
 		"drain": o.Drain.String(),
 	}
@@ -233,11 +279,32 @@ func (o *Options) settings() map[string]string {
 		s["cars"] = fmt.Sprint(o.Cars)
 		s["searchRate"] = fmt.Sprint(o.SearchRate)
 		s["carHoldRate"] = fmt.Sprint(o.CarHoldRate)
+		s["uncachedSearchRate"] = fmt.Sprint(o.UncachedSearchRate)
 	}
 	if !o.NoClosed {
 		s["hotClients"] = fmt.Sprint(o.HotClients)
+		s["hotClientsMore"] = fmt.Sprint(o.HotClientsMore)
 		s["rejectClients"] = fmt.Sprint(o.RejectClients)
 		s["closedDuration"] = o.ClosedDuration.String()
 	}
 	return s
+}
+
+// ParseProcesses reads --processes: "1", "2", "1,2" or "both" (1 and 2).
+func ParseProcesses(v string) ([]int, error) {
+	if v == "both" {
+		return []int{1, 2}, nil
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("--processes: %q is not 1, 2, 1,2 or both", v)
+		}
+		if slices.Contains(out, n) {
+			return nil, fmt.Errorf("--processes: %d given twice", n)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -34,14 +34,20 @@ type Machine struct {
 	GoVersion  string `json:"goVersion"`
 	PostgreSQL string `json:"postgresql"`
 	Redis      string `json:"redis"` // the URL's host, or "embedded"
+	// LoadStart and LoadEnd are /proc/loadavg's 1, 5 and 15 minute
+	// averages when the run started and ended: others may share the CPUs.
+	LoadStart string `json:"loadStart"`
+	LoadEnd   string `json:"loadEnd"`
 }
 
 // Mode is one run of the scenario against berth with the surge layers on
 // or off.
 type Mode struct {
-	Name     string `json:"name"` // "protect=on"
-	Protect  bool   `json:"protect"`
-	Database string `json:"database"`
+	Name    string `json:"name"` // "protect=on", "protect=on x2"
+	Protect bool   `json:"protect"`
+	// Processes is how many berth processes shared the load.
+	Processes int    `json:"processes"`
+	Database  string `json:"database"`
 	// Features says which parts of the scenario this build could exercise:
 	// "on", "off", or "unavailable: …" with the answer that showed it.
 	Features map[string]string `json:"features"`
@@ -51,6 +57,10 @@ type Mode struct {
 	// rejections, and the bare net/http handler they compare with.
 	Closed []*ClosedResult `json:"closed"`
 	Audit  AuditResult     `json:"audit"`
+	// Memory is each berth process's resident memory over the mode.
+	Memory []ProcessMemory `json:"memory"`
+	// Money is the flash sale's payment starts and webhooks.
+	Money *MoneyLane `json:"money,omitempty"`
 	// Failures lists what failed in this mode.
 	Failures []string `json:"failures"`
 	// Notes are things a reader should know (features missing, requests

@@ -57,6 +57,9 @@ func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "\nberth bench %s — %s\n", r.Scenario, r.Describe())
 	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s, PostgreSQL %s, Redis %s; berth and the load generator share the CPUs.\n",
 		r.Machine.NumCPU, r.Machine.GOMAXPROCS, r.Machine.GoVersion, r.Machine.PostgreSQL, r.Machine.Redis)
+	if r.Machine.LoadStart != "" {
+		fmt.Fprintf(w, "load average (1, 5, 15 min): %s at the start, %s at the end\n", r.Machine.LoadStart, r.Machine.LoadEnd)
+	}
 
 	fmt.Fprintf(w, "\nOPEN LOOP (latency from each request's scheduled time; follow-ups from their own send time;\n")
 	fmt.Fprintf(w, "answers/s and holds/s over the time until the last answer; cut/unsent: still unanswered when the drain time ran out)\n")
@@ -109,6 +112,9 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	_ = tw.Flush()
 
+	r.writeSeconds(w)
+	r.writeMoney(w)
+
 	if names := r.closedNames(); len(names) > 0 {
 		fmt.Fprintf(w, "\nCLOSED LOOP (each client sends its next request when the previous is answered)\n")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -141,7 +147,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	for _, m := range r.Modes {
 		for _, c := range m.Closed {
 			if c.DB != nil {
-				db = append(db, fmt.Sprintf("  %-12s %-13s %2d client(s): %.2f commits/hold, %.3f rollbacks/hold, %.1f round trips/hold",
+				db = append(db, fmt.Sprintf("  %-14s %-15s %3d client(s): %.2f commits/hold, %.3f rollbacks/hold, %.1f round trips/hold",
 					m.Name, c.Name, c.Clients, c.DB.CommitsPerHold, c.DB.RollbacksPerHold, c.DB.RoundTripsPerHold))
 			}
 		}
@@ -151,13 +157,15 @@ func (r *Report) WriteTable(w io.Writer) {
 		fmt.Fprintln(w, strings.Join(db, "\n"))
 	}
 
+	r.writeMemory(w)
+
 	fmt.Fprintf(w, "\nAUDIT (internal/audit on each mode's database after berth stopped)\n")
 	for _, m := range r.Modes {
-		fmt.Fprintf(w, "  %-12s %s\n", m.Name, m.auditLine())
+		fmt.Fprintf(w, "  %-14s %s\n", m.Name, m.auditLine())
 	}
 
 	if len(r.Targets) > 0 {
-		fmt.Fprintf(w, "\nTARGETS OF ISSUE 6 (informational; only invariants and 5xx fail the run)\n")
+		fmt.Fprintf(w, "\nTARGETS OF ISSUES 6 AND 14 (informational; only invariants and 5xx fail the run)\n")
 		for _, t := range r.Targets {
 			fmt.Fprintf(w, "  [%s] %s: %s\n", t.verdict(), t.Name, t.Value)
 		}
@@ -258,3 +266,84 @@ func (m *Mode) auditLine() string {
 	}
 	return "VIOLATED: " + strings.Join(bad, ", ")
 }
+
+// writeSeconds prints the p99 of all answers in each second of each mode's
+// open loop, the first second apart: a sale is judged from its first
+// second.
+func (r *Report) writeSeconds(w io.Writer) {
+	var rows []string
+	for _, m := range r.Modes {
+		if m.Open == nil || len(m.Open.Series) == 0 {
+			continue
+		}
+		first, worst, at, over := secondsP99(m.Open)
+		per := make([]string, len(m.Open.Series))
+		for i, s := range m.Open.Series {
+			per[i] = num(s.Latency.P99)
+		}
+		rows = append(rows, fmt.Sprintf("%s\t%s\t%s (s%d)\t%d/%d\t%s\t", m.Name, num(first), num(worst), at+1, over, len(m.Open.Series), strings.Join(per, " ")))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nP99 OF ALL ANSWERS PER SECOND (ms, by the second the answer came in; follow-ups included)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "mode\tfirst s\tworst s\ts ≥ 100ms\teach second\t")
+	for _, row := range rows {
+		fmt.Fprintln(tw, row)
+	}
+	_ = tw.Flush()
+}
+
+// writeMoney prints the flash sale's payment starts and webhooks, and how
+// many were shed.
+func (r *Report) writeMoney(w io.Writer) {
+	var rows []string
+	for _, m := range r.Modes {
+		if m.Money == nil {
+			continue
+		}
+		hooks := fmt.Sprintf("%d\t%d", m.Money.Webhooks, m.Money.Webhook503)
+		if m.Money.WebhookError != "" {
+			hooks = "?\t? (" + m.Money.WebhookError + ")"
+		}
+		rows = append(rows, fmt.Sprintf("%s\t%d\t%d\t%s\t", m.Name, m.Money.PayStarts, m.Money.Pay503, hooks))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nMONEY (payment starts as the customers saw them; the gateway's webhooks from berth's metrics, every process)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tpayment starts\t503\twebhooks\t503\t")
+	for _, row := range rows {
+		fmt.Fprintln(tw, row)
+	}
+	_ = tw.Flush()
+}
+
+// writeMemory prints each berth process's resident memory over its mode.
+func (r *Report) writeMemory(w io.Writer) {
+	var rows []string
+	for _, m := range r.Modes {
+		for i, p := range m.Memory {
+			where := fmt.Sprintf("#%d pid %d", i+1, p.PID)
+			if p.InBench {
+				where += " (in the bench's process: the load generator included)"
+			}
+			rows = append(rows, fmt.Sprintf("%s\t%s\t%.1f\t%.1f (at %.0fs)\t%.1f\t%d\t", m.Name, where,
+				mb(p.StartKB), mb(p.MaxKB), p.MaxAt, mb(p.EndKB), p.Samples))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nMEMORY (VmRSS of each berth process, MB, sampled every 200 ms from its start to its stop)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "mode\tprocess\tstart\tmax\tend\tsamples\t")
+	for _, row := range rows {
+		fmt.Fprintln(tw, row)
+	}
+	_ = tw.Flush()
+}
+
+func mb(kb int64) float64 { return float64(kb) / 1024 }

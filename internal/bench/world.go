@@ -7,17 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	mrand "math/rand/v2"
-	"net"
 	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/pg"
@@ -132,16 +128,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// server is berth running in this process for one mode.
-type server struct {
-	url     string
-	app     *app.App
-	secret  []byte
-	stop    context.CancelFunc
-	done    chan error
-	stopped bool
-}
-
 // benchDefaults replace berth's defaults where they would measure the load
 // generator rather than berth: all load comes from one loopback address,
 // and the closed loops reuse their customers, so the per-client request
@@ -153,11 +139,22 @@ var benchDefaults = map[string]string{
 	"BERTH_ADDRESS_LIMIT": "off",
 }
 
+// childDefaults are benchDefaults and, for a `berth serve` process, its log
+// level: warnings and errors, as berth inside the bench logs.
+var childDefaults = func() map[string]string {
+	m := map[string]string{"BERTH_LOG_LEVEL": "warn"}
+	for k, v := range benchDefaults {
+		m[k] = v
+	}
+	return m
+}()
+
 // serverConfig returns the settings of the berth under test: berth's
 // defaults (but benchDefaults) and whatever BERTH_* settings getenv
 // supplies, with the database, fresh secrets, a loopback address and
-// protect forced.
-func serverConfig(dbURL, redisURL string, protect bool, getenv func(string) string) (config.Config, error) {
+// protect forced. env is what a `berth serve` process needs in its
+// environment besides this process's to get the same settings.
+func serverConfig(dbURL, redisURL string, protect bool, getenv func(string) string) (cfg config.Config, env map[string]string, err error) {
 	forced := map[string]string{
 		"BERTH_DATABASE_URL":   dbURL,
 		"BERTH_HTTP_ADDR":      "127.0.0.1:0",
@@ -168,8 +165,9 @@ func serverConfig(dbURL, redisURL string, protect bool, getenv func(string) stri
 		// The bench pays through the in-process simulator on loopback.
 		"BERTH_PAYSIM":      "on",
 		"BERTH_GATEWAY_URL": "",
+		"BERTH_PUBLIC_URL":  "", // webhooks and checkout pages at the address berth listens on
 	}
-	cfg, err := config.Load(nil, func(k string) string {
+	lookup := func(k string) string {
 		if v, ok := forced[k]; ok {
 			return v
 		}
@@ -178,45 +176,20 @@ func serverConfig(dbURL, redisURL string, protect bool, getenv func(string) stri
 				return v
 			}
 		}
-		return benchDefaults[k]
-	})
+		return childDefaults[k]
+	}
+	cfg, err = config.Load(nil, lookup)
 	if err != nil {
-		return cfg, fmt.Errorf("settings of the berth under test: %w", err)
+		return cfg, nil, fmt.Errorf("settings of the berth under test: %w", err)
 	}
-	return cfg, nil
-}
-
-// startServer runs berth with cfg in this process on a loopback port.
-func startServer(ctx context.Context, cfg config.Config, logw io.Writer) (*server, error) {
-	log := slog.New(slog.DiscardHandler)
-	if logw != nil {
-		log = slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	env = map[string]string{}
+	for k := range forced {
+		env[k] = lookup(k)
 	}
-	a, err := app.New(ctx, cfg, app.Options{Log: log})
-	if err != nil {
-		return nil, fmt.Errorf("start berth: %w", err)
+	for k := range childDefaults {
+		env[k] = lookup(k)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		a.Close()
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &server{url: "http://" + ln.Addr().String(), app: a, secret: []byte(cfg.AuthSecret), stop: stop, done: make(chan error, 1)}
-	go func() { s.done <- a.Run(runCtx, ln) }()
-	return s, nil
-}
-
-// shutdown stops berth gracefully and closes its pool.
-func (s *server) shutdown() error {
-	if s.stopped {
-		return nil
-	}
-	s.stopped = true
-	s.stop()
-	err := <-s.done
-	s.app.Close()
-	return err
+	return cfg, env, nil
 }
 
 // token returns a bearer token for sub with role, valid for a day.
