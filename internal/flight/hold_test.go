@@ -251,23 +251,23 @@ func testMixedHolds(t *testing.T, o apptest.Options) {
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(1, 2, "ABCDEF"), Buckets: 6})
 	pairs := [][]string{{"1A", "1B"}, {"1C", "1D"}, {"1E", "1F"}}
 	const buyers = 40
-	rs := apptest.Race(buyers, func(i int) *apptest.Response {
-		body := holdQty(flightID, "ECONOMY", 3)
+	rs := apptest.Race(buyers, func(i int) apptest.Attempt {
+		c := s.Customer(int64(100 + i))
 		if i%2 == 0 {
-			body = hold(flightID, "ECONOMY", pairs[i/2%len(pairs)]...)
+			return apptest.Try(c.TryHoldSeats(t, flightID, "ECONOMY", pairs[i/2%len(pairs)]...))
 		}
-		return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(100+i)), Body: body})
+		return apptest.Try(c.TryHoldQuantity(t, flightID, "ECONOMY", 3))
 	})
 	seatWins, qtyWins := 0, 0
 	for i, r := range rs {
 		switch {
-		case r.Status == http.StatusCreated && i%2 == 0:
+		case r.Problem == nil && i%2 == 0:
 			seatWins++
-		case r.Status == http.StatusCreated:
+		case r.Problem == nil:
 			qtyWins++
-		case r.Status == http.StatusConflict && (r.Code() == "seat_unavailable" || r.Code() == "sold_out"):
+		case r.Problem.Is(http.StatusConflict, "seat_unavailable") || r.Problem.Is(http.StatusConflict, "sold_out"):
 		default:
-			t.Fatalf("hold %d: %d %s", i, r.Status, r.Body)
+			t.Fatalf("hold %d: %v", i, r.Problem)
 		}
 	}
 	// At most the three pairs go by seat (6 units): at least 6 units are
