@@ -152,11 +152,11 @@ func TestFlashSaleBothModes(t *testing.T) {
 				}
 				created += hot.Good
 				unknown += hot.Count(bench.OutcomeTimeout) + hot.Count(bench.OutcomeTransport)
-				// The database's work per hold is measured and plausible:
-				// at least the hold's own round trips (the commits are read
-				// without a settle here, so PostgreSQL may not have
-				// reported them all yet).
-				if hot.DB == nil || hot.DB.CommitsPerHold <= 0 || hot.DB.RoundTripsPerHold < 3 {
+				// The database's work per hold is measured (the commits are
+				// read without a settle here, so PostgreSQL may not have
+				// reported them all yet; a coalesced batch is one round trip
+				// for many holds, so either can be below one).
+				if hot.DB == nil || hot.DB.CommitsPerHold <= 0 || hot.DB.RoundTripsPerHold <= 0 {
 					t.Errorf("%s: database work per hold %+v", name, hot.DB)
 				}
 			}
