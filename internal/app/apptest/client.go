@@ -69,10 +69,7 @@ func (s *Server) Anonymous() Client { return Client{Base: s.URL} }
 func (c Client) HoldSeats(t testing.TB, flightID int64, class string, seats ...string) booking.View {
 	t.Helper()
 	v, p := c.TryHoldSeats(t, flightID, class, seats...)
-	if p != nil {
-		t.Fatalf("hold %s %v on flight %d: %s", class, seats, flightID, p)
-	}
-	return v
+	return must(t, v, p, "hold %s %v on flight %d", class, seats, flightID)
 }
 
 // TryHoldSeats is HoldSeats answering the problem of a refusal.
@@ -90,10 +87,7 @@ func (c Client) TryHoldSeats(t testing.TB, flightID int64, class string, seats .
 func (c Client) HoldQuantity(t testing.TB, flightID int64, class string, n int) booking.View {
 	t.Helper()
 	v, p := c.TryHoldQuantity(t, flightID, class, n)
-	if p != nil {
-		t.Fatalf("hold %d %s on flight %d: %s", n, class, flightID, p)
-	}
-	return v
+	return must(t, v, p, "hold %d %s on flight %d", n, class, flightID)
 }
 
 // TryHoldQuantity is HoldQuantity answering the problem of a refusal.
@@ -122,10 +116,7 @@ type quantityHold struct {
 func (c Client) HoldCar(t testing.TB, carID int64, from, to time.Time) booking.View {
 	t.Helper()
 	v, p := c.TryHoldCar(t, carID, from, to)
-	if p != nil {
-		t.Fatalf("hold car %d %s–%s: %s", carID, from.Format(time.RFC3339), to.Format(time.RFC3339), p)
-	}
-	return v
+	return must(t, v, p, "hold car %d %s–%s", carID, from.Format(time.RFC3339), to.Format(time.RFC3339))
 }
 
 // TryHoldCar is HoldCar answering the problem of a refusal.
@@ -145,10 +136,7 @@ func (c Client) TryHoldCar(t testing.TB, carID int64, from, to time.Time) (booki
 func (c Client) GetBooking(t testing.TB, id int64) booking.View {
 	t.Helper()
 	v, p := c.TryGetBooking(t, id)
-	if p != nil {
-		t.Fatalf("get booking %d: %s", id, p)
-	}
-	return v
+	return must(t, v, p, "get booking %d", id)
 }
 
 // TryGetBooking is GetBooking answering the problem of a refusal.
@@ -190,10 +178,7 @@ func (c Client) list(t testing.TB, path, query string) []booking.View {
 func (c Client) Cancel(t testing.TB, id int64) booking.View {
 	t.Helper()
 	v, p := c.TryCancel(t, id)
-	if p != nil {
-		t.Fatalf("cancel booking %d: %s", id, p)
-	}
-	return v
+	return must(t, v, p, "cancel booking %d", id)
 }
 
 // TryCancel is Cancel answering the problem of a refusal.
@@ -207,10 +192,7 @@ func (c Client) TryCancel(t testing.TB, id int64) (booking.View, *Problem) {
 func (c Client) Extend(t testing.TB, id int64) booking.View {
 	t.Helper()
 	v, p := c.TryExtend(t, id)
-	if p != nil {
-		t.Fatalf("extend booking %d: %s", id, p)
-	}
-	return v
+	return must(t, v, p, "extend booking %d", id)
 }
 
 // TryExtend is Extend answering the problem of a refusal.
@@ -225,10 +207,7 @@ func (c Client) TryExtend(t testing.TB, id int64) (booking.View, *Problem) {
 func (c Client) AssignSeats(t testing.TB, id int64, seats ...string) booking.View {
 	t.Helper()
 	v, p := c.TryAssignSeats(t, id, seats...)
-	if p != nil {
-		t.Fatalf("assign seats %v to booking %d: %s", seats, id, p)
-	}
-	return v
+	return must(t, v, p, "assign seats %v to booking %d", seats, id)
 }
 
 // TryAssignSeats is AssignSeats answering the problem of a refusal.
@@ -246,10 +225,7 @@ func (c Client) TryAssignSeats(t testing.TB, id int64, seats ...string) (booking
 func (c Client) StartPayment(t testing.TB, id int64, key string) payment.Charge {
 	t.Helper()
 	ch, p := c.TryStartPayment(t, id, key)
-	if p != nil {
-		t.Fatalf("pay booking %d: %s", id, p)
-	}
-	return ch
+	return must(t, ch, p, "pay booking %d", id)
 }
 
 // TryStartPayment is StartPayment answering the problem of a refusal.
@@ -348,4 +324,13 @@ func decodeStrict(b []byte, v any) error {
 		return fmt.Errorf("data after the JSON value")
 	}
 	return nil
+}
+
+// must is v, or the end of the test saying what failed (what, args) and why.
+func must[T any](t testing.TB, v T, p *Problem, what string, args ...any) T {
+	t.Helper()
+	if p != nil {
+		t.Fatalf("%s: %s", fmt.Sprintf(what, args...), p)
+	}
+	return v
 }
