@@ -61,56 +61,6 @@ func scanBuckets(flightID int64, rows pgx.Rows, err error) (map[string][]bucket,
 	return out, nil
 }
 
-// allocate takes n units into bucket target, moving share from the other
-// buckets when target lacks room, and reports false (changing nothing)
-// when all buckets together lack room. bs is in bucket order. Waitlist
-// offers use it; holds allocate the same way in hold_flight (migration
-// 00015).
-func allocate(bs []bucket, target int16, n int) bool {
-	var t *bucket
-	for i := range bs {
-		if bs[i].n == target {
-			t = &bs[i]
-		}
-	}
-	if t == nil || classRoom(bs) < n {
-		return false
-	}
-	for i := range bs {
-		need := n - t.room()
-		if need <= 0 {
-			break
-		}
-		if o := &bs[i]; o != t && o.room() > 0 {
-			move := min(need, o.room())
-			o.quota -= move
-			t.quota += move
-		}
-	}
-	t.held += n
-	return true
-}
-
-// classRoom is the room of all of bs together.
-func classRoom(bs []bucket) int {
-	total := 0
-	for _, b := range bs {
-		total += b.room()
-	}
-	return total
-}
-
-// roomiest returns the bucket with the most room.
-func roomiest(bs []bucket) int16 {
-	best := 0
-	for i := range bs {
-		if bs[i].room() > bs[best].room() {
-			best = i
-		}
-	}
-	return bs[best].n
-}
-
 // writeBuckets stores locked buckets' new shares and held counts in one
 // statement; the CHECKs and the deferred share-sum trigger verify them.
 func writeBuckets(ctx context.Context, tx pgx.Tx, flightID int64, byClass map[string][]bucket) error {

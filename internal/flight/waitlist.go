@@ -10,7 +10,6 @@ import (
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
-	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
 )
 
@@ -57,7 +56,14 @@ type WaitEntry struct {
 	CreatedAt time.Time
 }
 
-const waitColumns = `w.id, w.flight_id, w.fare_class, w.customer_id, w.quantity, w.status, coalesce(w.booking_id, 0), w.created_at,
+// waitColumns are the columns scanWait reads, of waitlist w as it reads at
+// $1: an OFFERED entry whose offer has run out (its booking reads EXPIRED,
+// see booking.AsOf) reads DONE from that instant, as the sweeper will
+// record it.
+const waitColumns = `w.id, w.flight_id, w.fare_class, w.customer_id, w.quantity,
+	CASE WHEN w.status = 'OFFERED' AND EXISTS (SELECT 1 FROM booking b WHERE b.id = w.booking_id
+		AND b.status = 'HELD' AND b.hold_expires_at <= $1) THEN 'DONE' ELSE w.status END,
+	coalesce(w.booking_id, 0), w.created_at,
 	CASE WHEN w.status = 'WAITING' THEN (SELECT count(*) FROM waitlist o WHERE o.flight_id = w.flight_id
 		AND o.fare_class = w.fare_class AND o.status = 'WAITING' AND o.id <= w.id) ELSE 0 END`
 
@@ -74,7 +80,8 @@ func scanWait(row pgx.Row) (*WaitEntry, error) {
 // units. The class must be sold out for that quantity, or have a line
 // already (whose room is kept for it): otherwise the customer is told to
 // hold instead. An entry that fits the room a line keeps for a larger one
-// ahead is offered at once.
+// ahead is offered at once. The database function join_waitlist (migration
+// 00017) decides and writes it, by the rule a hold follows.
 //
 // Returns fault.ValidationFailed (bad quantity, unknown flight or class, a
 // departed flight), fault.InvalidState (room for the quantity, or the
@@ -89,50 +96,46 @@ func (s *Service) JoinWaitlist(ctx context.Context, customer, flightID int64, cl
 	var out *WaitEntry
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.clock.Now()
-		info, err := loadFlight(ctx, tx, flightID, []string{class})
-		if err != nil {
-			return err
-		}
-		r := HoldRequest{FlightID: flightID, FareClass: class, Quantity: quantity}
-		if _, err := info.check(&r, now); err != nil && fault.CodeOf(err) != fault.SoldOut {
-			return err
-		}
-		bs, err := lockBuckets(ctx, tx, flightID, class)
-		if err != nil {
-			return err
-		}
-		// Read again under the bucket locks: a release that committed
-		// before them has offered its units to the line already.
-		var queued bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM waitlist WHERE flight_id = $1 AND fare_class = $2
-			AND status = 'WAITING')`, flightID, class).Scan(&queued); err != nil {
-			return fmt.Errorf("join the waitlist of flight %d: %w", flightID, err)
-		}
-		if room := classRoom(bs); room >= quantity && !queued {
-			return fault.New(fault.InvalidState, "fare class %s of flight %d has %d units left: hold instead", class, flightID, room)
-		}
-		var id int64
-		err = tx.QueryRow(ctx, `INSERT INTO waitlist (flight_id, fare_class, customer_id, quantity, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $5) RETURNING id`, flightID, class, customer, quantity, now).Scan(&id)
+		var (
+			code, detail *string
+			id           *int64
+		)
+		err := tx.QueryRow(ctx, `SELECT o_code, o_detail, o_id FROM join_waitlist($1, $2, $3, $4, $5, $6)`,
+			flightID, class, customer, quantity, now, s.offerTTL).Scan(&code, &detail, &id)
 		if pg.Violates(err, "waitlist_one_active_key") {
 			return fault.New(fault.InvalidState, "you are already in the line of fare class %s of flight %d", class, flightID)
 		}
 		if err != nil {
 			return fmt.Errorf("join the waitlist of flight %d: %w", flightID, err)
 		}
-		// Room the line keeps for an entry that does not fit yet goes to a
-		// smaller one that joins behind it, at once.
-		if err := offerFreed(ctx, tx, flightID, class, now, s.offerTTL); err != nil {
-			return err
+		if code != nil {
+			return joinError(*code, detail, flightID, class)
 		}
-		out, err = getWait(ctx, tx, customer, id)
+		out, err = getWait(ctx, tx, customer, *id, now)
 		return err
 	})
 	return out, err
 }
 
-func getWait(ctx context.Context, db booking.Querier, customer, id int64) (*WaitEntry, error) {
-	e, err := scanWait(db.QueryRow(ctx, `SELECT `+waitColumns+` FROM waitlist w WHERE w.id = $1 AND w.customer_id = $2`, id, customer))
+// joinError words the error code of join_waitlist.
+func joinError(code string, detail *string, flightID int64, class string) error {
+	switch code {
+	case "no_flight":
+		return fault.Invalid("flightId", "no flight %d", flightID)
+	case "no_class":
+		return fault.Invalid("fareClass", "flight %d has no fare class %s", flightID, class)
+	case "departed":
+		return fault.Invalid("flightId", "flight %d has departed", flightID)
+	case "room":
+		return fault.New(fault.InvalidState, "fare class %s of flight %d has %s units left: hold instead", class, flightID, *detail)
+	}
+	return fmt.Errorf("join the waitlist of flight %d: unknown answer %q", flightID, code)
+}
+
+// getWait returns customer's entry id as it reads at now.
+func getWait(ctx context.Context, db booking.Querier, customer, id int64, now time.Time) (*WaitEntry, error) {
+	e, err := scanWait(db.QueryRow(ctx, `SELECT `+waitColumns+` FROM waitlist w WHERE w.id = $2 AND w.customer_id = $3`,
+		now, id, customer))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fault.New(fault.NotFound, "no waitlist entry %d", id)
 	}
@@ -142,9 +145,11 @@ func getWait(ctx context.Context, db booking.Querier, customer, id int64) (*Wait
 	return e, nil
 }
 
-// Waitlist returns customer's entries, newest first (at most 100).
+// Waitlist returns customer's entries as they read now, newest first (at
+// most 100).
 func (s *Service) Waitlist(ctx context.Context, customer int64) ([]*WaitEntry, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+waitColumns+` FROM waitlist w WHERE w.customer_id = $1 ORDER BY w.id DESC LIMIT 100`, customer)
+	rows, err := s.pool.Query(ctx, `SELECT `+waitColumns+` FROM waitlist w WHERE w.customer_id = $2 ORDER BY w.id DESC LIMIT 100`,
+		s.clock.Now(), customer)
 	if err != nil {
 		return nil, fmt.Errorf("list waitlist of %d: %w", customer, err)
 	}
@@ -163,12 +168,13 @@ func (s *Service) Waitlist(ctx context.Context, customer int64) ([]*WaitEntry, e
 func (s *Service) LeaveWaitlist(ctx context.Context, customer, id int64) (*WaitEntry, error) {
 	var out *WaitEntry
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		now := s.clock.Now()
 		tag, err := tx.Exec(ctx, `UPDATE waitlist SET status = 'CANCELLED', updated_at = $3
-			WHERE id = $1 AND customer_id = $2 AND status = 'WAITING'`, id, customer, s.clock.Now())
+			WHERE id = $1 AND customer_id = $2 AND status = 'WAITING'`, id, customer, now)
 		if err != nil {
 			return fmt.Errorf("leave waitlist entry %d: %w", id, err)
 		}
-		e, err := getWait(ctx, tx, customer, id)
+		e, err := getWait(ctx, tx, customer, id, now)
 		if err != nil {
 			return err
 		}
@@ -186,95 +192,18 @@ func (s *Service) LeaveWaitlist(ctx context.Context, customer, id int64) (*WaitE
 
 // offerFreed offers the room of a fare class to the first WAITING entries
 // of its line that fit, within tx, which has just freed units of it (its
-// bucket rows changed, or the class quota grew). An entry is offered its
-// whole quantity or nothing; one that does not fit keeps its place while
-// smaller ones behind it are served. Each offer is a HELD quantity booking
-// until now + ttl (never past departure), the entry OFFERED with it, and
-// the events booking.held and waitlist.offered.
+// bucket rows changed, or the class quota grew). The database function
+// offer_freed (migration 00017) decides and writes the offers, placing each
+// entry's units as a hold of that quantity would be placed: an entry is
+// offered its whole quantity or nothing, one that does not fit keeps its
+// place while smaller ones behind it are served, and each offer is a HELD
+// quantity booking until now + ttl (never past departure), with the events
+// booking.held and waitlist.offered.
 func offerFreed(ctx context.Context, tx pgx.Tx, flightID int64, class string, now time.Time, ttl time.Duration) error {
-	rows, err := tx.Query(ctx, `SELECT id, customer_id, quantity FROM waitlist
-		WHERE flight_id = $1 AND fare_class = $2 AND status = 'WAITING' ORDER BY id FOR UPDATE`, flightID, class)
-	if err != nil {
-		return fmt.Errorf("read the waitlist of flight %d: %w", flightID, err)
-	}
-	type waiting struct {
-		id, customer int64
-		quantity     int
-	}
-	var line []waiting
-	var w waiting
-	if _, err := pgx.ForEachRow(rows, []any{&w.id, &w.customer, &w.quantity}, func() error {
-		line = append(line, w)
-		return nil
-	}); err != nil {
-		return fmt.Errorf("read the waitlist of flight %d: %w", flightID, err)
-	}
-	if len(line) == 0 {
-		return nil
-	}
-	info, err := loadFlight(ctx, tx, flightID, []string{class})
-	if err != nil {
-		return err
-	}
-	fare, ok := info.fares[class]
-	if !ok || !info.departure.After(now) {
-		return nil // nothing can be offered on a departed flight
-	}
-	bs, err := lockBuckets(ctx, tx, flightID, class)
-	if err != nil {
-		return err
-	}
-	var (
-		offers  []planned
-		entries []int64
-	)
-	for _, e := range line {
-		if classRoom(bs) < e.quantity {
-			if classRoom(bs) == 0 {
-				break
-			}
-			continue // keeps its place; a smaller entry behind may fit
-		}
-		target := roomiest(bs)
-		if !allocate(bs, target, e.quantity) {
-			return fmt.Errorf("offer to waitlist entry %d: %d units do not fit", e.id, e.quantity)
-		}
-		offers = append(offers, planned{
-			req:  HoldRequest{CustomerID: e.customer, FlightID: flightID, FareClass: class, Quantity: e.quantity},
-			fare: fare, bucket: target,
-		})
-		entries = append(entries, e.id)
-	}
-	if len(offers) == 0 {
-		return nil
-	}
-	made, err := insertBookings(ctx, tx, info, offers, now, ttl)
-	if err != nil {
-		return err
-	}
-	ids := make([]int64, len(made))
-	for i, b := range made {
-		ids[i] = b.ID
-	}
-	tag, err := tx.Exec(ctx, `UPDATE waitlist w SET status = 'OFFERED', booking_id = u.booking, updated_at = $3
-		FROM unnest($1::bigint[], $2::bigint[]) AS u(entry, booking)
-		WHERE w.id = u.entry AND w.status = 'WAITING'`, entries, ids, now)
-	if err != nil {
+	if _, err := tx.Exec(ctx, `SELECT offer_freed($1, $2, $3, $4)`, flightID, class, now, ttl); err != nil {
 		return fmt.Errorf("offer to the waitlist of flight %d: %w", flightID, err)
 	}
-	if int(tag.RowsAffected()) != len(entries) {
-		return fmt.Errorf("offer to the waitlist of flight %d: %d of %d entries were still waiting", flightID, tag.RowsAffected(), len(entries))
-	}
-	for _, b := range made {
-		if err := booking.Record(ctx, tx, b, now); err != nil {
-			return err
-		}
-		err := outbox.Write(ctx, tx, outbox.Event{BookingID: b.ID, Type: outbox.WaitlistOffered, Time: now, Data: b.View()})
-		if err != nil {
-			return err
-		}
-	}
-	return writeBuckets(ctx, tx, flightID, map[string][]bucket{class: bs})
+	return nil
 }
 
 // offerSettled marks the waitlist entry whose offer b was DONE, now that b
