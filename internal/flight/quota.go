@@ -22,8 +22,6 @@ type bucket struct {
 	quota, sold, held int
 }
 
-func (b bucket) room() int { return b.quota - b.sold - b.held }
-
 // soldOut is the error of a hold of n units that class of flightID lacks.
 func soldOut(flightID int64, class string, n int) error {
 	return fault.New(fault.SoldOut, "fare class %s of flight %d has no %d units left", class, flightID, n)
