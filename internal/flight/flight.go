@@ -42,14 +42,18 @@ type Fare struct {
 	Currency      string
 	Capacity      int
 	OverbookLimit int
-	Sold, Held    int // sums over the class's buckets
-	Buckets       int // counter rows the quota is split over
-	RefundRule    policy.Rule
+	Sold          int // the sum over the class's buckets
+	// Held is the sum over the class's buckets as it reads at the moment
+	// of the read: less the units of holds that have run out but that the
+	// sweeper has not recorded yet, which read EXPIRED (booking.AsOf).
+	// Their units go back to the class when the sweeper records them.
+	Held       int
+	Buckets    int // counter rows the quota is split over
+	RefundRule policy.Rule
 }
 
 // Available is how many more units the class may sell: capacity plus the
-// overbooking limit, less what is sold and held. Held counts can briefly
-// include expired holds not yet swept, so this errs on the low side.
+// overbooking limit, less what is sold and held.
 func (f Fare) Available() int { return max(0, f.Capacity+f.OverbookLimit-f.Sold-f.Held) }
 
 // Service reads and sells flights.
@@ -177,13 +181,15 @@ func (s *Service) Get(ctx context.Context, id int64) (*Flight, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get flight %d: %w", id, err)
 	}
-	if err := loadFares(ctx, s.pool, []*Flight{f}); err != nil {
+	if err := loadFares(ctx, s.pool, []*Flight{f}, s.clock.Now()); err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
-func loadFares(ctx context.Context, db *pgxpool.Pool, flights []*Flight) error {
+// loadFares reads the fares of flights, their counters as they read at now
+// (Fare.Held).
+func loadFares(ctx context.Context, db *pgxpool.Pool, flights []*Flight, now time.Time) error {
 	if len(flights) == 0 {
 		return nil
 	}
@@ -194,11 +200,14 @@ func loadFares(ctx context.Context, db *pgxpool.Pool, flights []*Flight) error {
 		byID[f.ID] = f
 	}
 	rows, err := db.Query(ctx, `SELECT fi.flight_id, fi.fare_class, fi.price, fi.currency, fi.capacity, fi.overbook_limit,
-			b.sold, b.held, b.buckets, fi.refund_rule
+			b.sold, b.held - coalesce(x.units, 0), b.buckets, fi.refund_rule
 		FROM fare_inventory fi
 		CROSS JOIN LATERAL (SELECT coalesce(sum(sold), 0)::int AS sold, coalesce(sum(held), 0)::int AS held, count(*)::int AS buckets
 			FROM fare_bucket WHERE flight_id = fi.flight_id AND fare_class = fi.fare_class) b
-		WHERE fi.flight_id = ANY($1) ORDER BY fi.flight_id, fi.price DESC, fi.fare_class`, ids)
+		LEFT JOIN (SELECT flight_id, fare_class, sum(quantity)::int AS units FROM booking
+			WHERE status = 'HELD' AND hold_expires_at <= $2 AND flight_id = ANY($1) GROUP BY 1, 2) x
+			ON x.flight_id = fi.flight_id AND x.fare_class = fi.fare_class
+		WHERE fi.flight_id = ANY($1) ORDER BY fi.flight_id, fi.price DESC, fi.fare_class`, ids, now)
 	if err != nil {
 		return fmt.Errorf("load fares: %w", err)
 	}

@@ -28,7 +28,7 @@ func (s *Service) Search(ctx context.Context, from, to string, date time.Time) (
 	}
 	key := from + "|" + to + "|" + first.Format(time.DateOnly) + "|" + last.Format(time.DateOnly)
 	all, err := s.searches.Get(ctx, key, func(ctx context.Context) ([]*Flight, error) {
-		return queryFlights(ctx, s.reads(), `WHERE f.origin = $1 AND f.destination = $2 AND f.departure_date BETWEEN $3 AND $4
+		return queryFlights(ctx, s.reads(), now, `WHERE f.origin = $1 AND f.destination = $2 AND f.departure_date BETWEEN $3 AND $4
 			ORDER BY f.departure_at, f.id LIMIT 500`, from, to, first, last)
 	})
 	if err != nil {
@@ -89,14 +89,16 @@ func (s *Service) List(ctx context.Context, q ListQuery) ([]*Flight, error) {
 	if !q.Date.IsZero() {
 		date = &q.Date
 	}
-	return queryFlights(ctx, s.pool, `WHERE ($1 = '' OR f.origin = $1) AND ($2 = '' OR f.destination = $2)
+	now := s.clock.Now()
+	return queryFlights(ctx, s.pool, now, `WHERE ($1 = '' OR f.origin = $1) AND ($2 = '' OR f.destination = $2)
 		  AND CASE WHEN $3::date IS NULL THEN f.departure_at > $4 ELSE f.departure_date = $3 END
-		ORDER BY f.departure_at, f.id LIMIT $5`, q.From, q.To, date, s.clock.Now(), q.Limit)
+		ORDER BY f.departure_at, f.id LIMIT $5`, q.From, q.To, date, now, q.Limit)
 }
 
 // queryFlights returns the flights that where (a WHERE clause on flight f,
-// with its ORDER BY and LIMIT) selects, with their fares.
-func queryFlights(ctx context.Context, db *pgxpool.Pool, where string, args ...any) ([]*Flight, error) {
+// with its ORDER BY and LIMIT) selects, with their fares as they read at
+// now.
+func queryFlights(ctx context.Context, db *pgxpool.Pool, now time.Time, where string, args ...any) ([]*Flight, error) {
 	rows, err := db.Query(ctx, `SELECT `+flightColumns+` FROM flight f
 		JOIN airport o ON o.code = f.origin JOIN airport d ON d.code = f.destination `+where, args...)
 	if err != nil {
@@ -106,7 +108,7 @@ func queryFlights(ctx context.Context, db *pgxpool.Pool, where string, args ...a
 	if err != nil {
 		return nil, fmt.Errorf("query flights: %w", err)
 	}
-	if err := loadFares(ctx, db, flights); err != nil {
+	if err := loadFares(ctx, db, flights, now); err != nil {
 		return nil, err
 	}
 	return flights, nil
