@@ -23,6 +23,17 @@ type Selective interface {
 	Wants(e Event) bool
 }
 
+// BatchHandler is what a consumer implements when it can take the events
+// of a batch in fewer statements than one event at a time. HandleBatch
+// must have the effect of Handle on each event of evs in order; the
+// dispatcher calls it, within the batch's transaction, with the events it
+// claimed for the consumer (never a duplicate, never a parked booking's).
+// An error rolls the batch back and its events go one by one through
+// Handle.
+type BatchHandler interface {
+	HandleBatch(ctx context.Context, tx pgx.Tx, evs []Event) error
+}
+
 // Dispatcher hands events to consumers, exactly once per consumer and
 // event in effect, and in order per booking:
 //
@@ -408,6 +419,7 @@ func (d *Dispatcher) deliverIn(ctx context.Context, tx pgx.Tx, c Consumer, wante
 	if err != nil {
 		return counts, fmt.Errorf("consumer %s: claim %d events: %w", c.Name(), len(ids), err)
 	}
+	bh, batched := c.(BatchHandler)
 	for _, e := range wanted {
 		switch {
 		case blocked[e.BookingID]:
@@ -422,11 +434,19 @@ func (d *Dispatcher) deliverIn(ctx context.Context, tx pgx.Tx, c Consumer, wante
 			// (a relay that published it again before Kafka delivered the
 			// first copy) is handled once, its second copy a duplicate.
 			delete(claimed, e.ID)
-			if err := handle(ctx, c, tx, e); err != nil {
-				d.failed(c, e, err)
-				return counts, err
+			if !batched {
+				if err := handle(ctx, c, tx, e); err != nil {
+					d.failed(c, e, err)
+					return counts, err
+				}
 			}
 			counts[processed] = append(counts[processed], e)
+		}
+	}
+	if batched && len(counts[processed]) > 0 {
+		if err := handleBatch(ctx, bh, c.Name(), tx, counts[processed]); err != nil {
+			d.failed(c, counts[processed][0], err)
+			return counts, err
 		}
 	}
 	return counts, nil
@@ -553,6 +573,20 @@ func handle(ctx context.Context, c Consumer, tx pgx.Tx, e Event) (err error) {
 	}()
 	if err := c.Handle(ctx, tx, e); err != nil {
 		return fmt.Errorf("consumer %s on %s event %s of booking %d: %w", c.Name(), e.Type, e.ID, e.BookingID, err)
+	}
+	return nil
+}
+
+// handleBatch runs a BatchHandler, turning a panic into an error as handle
+// does.
+func handleBatch(ctx context.Context, h BatchHandler, name string, tx pgx.Tx, evs []Event) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("consumer %s panicked on a batch of %d events: %v", name, len(evs), p)
+		}
+	}()
+	if err := h.HandleBatch(ctx, tx, evs); err != nil {
+		return fmt.Errorf("consumer %s on a batch of %d events: %w", name, len(evs), err)
 	}
 	return nil
 }
