@@ -313,23 +313,41 @@ func (r *Relay) pass(ctx context.Context) ([]Message, error) {
 // SKIP LOCKED: the lane lock already makes this relay their only publisher,
 // and skipping a row here could publish a booking's later event before an
 // earlier one.
+//
+// The pass's commit does not wait for its WAL flush (synchronous_commit
+// off, set in the claim's round trip): everything the pass writes — the
+// published marks and, in process, the consumers' effects and processed
+// marks with them — is lost together or kept together, and a pass lost in
+// a crash is only published again, which consumers deduplicate
+// (docs/events.md). The changes that wrote the events commit durably, and
+// any durable commit after the pass flushes it too.
 func claim(ctx context.Context, tx pgx.Tx, lanes, limit int) ([]Message, int, error) {
-	rows, err := tx.Query(ctx, `SELECT l.lane FROM outbox_lane l
+	b := &pgx.Batch{}
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+	b.Queue(`SELECT l.lane FROM outbox_lane l
 		CROSS JOIN LATERAL (SELECT o.id FROM outbox o WHERE o.lane = l.lane AND o.published_at IS NULL
 		                    ORDER BY o.id LIMIT 1) head
 		ORDER BY head.id LIMIT $1
 		FOR UPDATE OF l SKIP LOCKED`, lanes)
-	if err != nil {
-		return nil, 0, fmt.Errorf("claim outbox lanes: %w", err)
-	}
-	held, err := pgx.CollectRows(rows, pgx.RowTo[int16])
+	held, err := func() ([]int16, error) {
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, pgx.RowTo[int16])
+	}()
 	if err != nil {
 		return nil, 0, fmt.Errorf("claim outbox lanes: %w", err)
 	}
 	if len(held) == 0 {
 		return nil, 0, nil
 	}
-	rows, err = tx.Query(ctx, `SELECT id, event_id::text, booking_id, type, payload, created_at FROM outbox
+	rows, err := tx.Query(ctx, `SELECT id, event_id::text, booking_id, type, payload, created_at FROM outbox
 		WHERE lane = ANY($1) AND published_at IS NULL
 		ORDER BY id LIMIT $2
 		FOR UPDATE`, held, limit)
