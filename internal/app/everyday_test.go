@@ -52,6 +52,12 @@ func TestMain(m *testing.M) {
 // Run it with a fixed count so that every mode does the same work:
 //
 //	./scripts/testenv.sh go test -run '^$' -bench EverydayHold -benchtime 2000x ./internal/app/
+//
+// With BERTH_EVERYDAY_SQL=<folder> it writes, per mode, every statement
+// berth sent with its count and its mean time at the client (round trip
+// included): where a hold's time goes besides HTTP, auth and the surge
+// layers. BERTH_EVERYDAY_LOG=1 keeps PostgreSQL's statement log of each
+// mode in /tmp/everyday.
 func BenchmarkEverydayHold(b *testing.B) {
 	for _, mode := range []string{"plain", "berth", "protect-off", "no-events"} {
 		b.Run(mode, func(b *testing.B) {
@@ -109,8 +115,8 @@ func BenchmarkEverydayHold(b *testing.B) {
 			stop() // closes every connection: PostgreSQL flushes their statistics
 			if dir := os.Getenv("BERTH_EVERYDAY_SQL"); dir != "" && b.N > 1 {
 				var lines []string
-				for q, k := range counter.bySQL {
-					lines = append(lines, fmt.Sprintf("%6d %s", k, q))
+				for q, t := range counter.bySQL {
+					lines = append(lines, fmt.Sprintf("%6d %8.3f ms %s", t.n, float64(t.total.Microseconds())/1000/float64(t.n), q))
 				}
 				slices.Sort(lines)
 				_ = os.WriteFile(dir+"/"+mode+".txt", []byte(strings.Join(lines, "\n")+"\n"), 0o644)
@@ -209,24 +215,51 @@ func flushedStats(b *testing.B, url string) xactStats {
 type statementCounter struct {
 	n     atomic.Int64
 	mu    sync.Mutex
-	bySQL map[string]int
+	bySQL map[string]*sqlTime
+}
+
+// sqlTime is how often a statement was sent and its time at the client,
+// round trip included.
+type sqlTime struct {
+	n     int
+	total time.Duration
+}
+
+type sqlStart struct {
+	sql   string
+	start time.Time
 }
 
 func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if !inBatch(ctx) {
-		c.n.Add(1)
-		if os.Getenv("BERTH_EVERYDAY_SQL") != "" {
-			c.mu.Lock()
-			if c.bySQL == nil {
-				c.bySQL = map[string]int{}
-			}
-			c.bySQL[strings.Join(strings.Fields(d.SQL), " ")[:min(70, len(strings.Join(strings.Fields(d.SQL), " ")))]]++
-			c.mu.Unlock()
-		}
+	if inBatch(ctx) {
+		return ctx
 	}
-	return ctx
+	c.n.Add(1)
+	if os.Getenv("BERTH_EVERYDAY_SQL") == "" {
+		return ctx
+	}
+	sql := strings.Join(strings.Fields(d.SQL), " ")
+	return context.WithValue(ctx, sqlStart{}, sqlStart{sql: sql[:min(70, len(sql))], start: time.Now()})
 }
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *statementCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	s, ok := ctx.Value(sqlStart{}).(sqlStart)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bySQL == nil {
+		c.bySQL = map[string]*sqlTime{}
+	}
+	t := c.bySQL[s.sql]
+	if t == nil {
+		t = &sqlTime{}
+		c.bySQL[s.sql] = t
+	}
+	t.n++
+	t.total += time.Since(s.start)
+}
 func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	c.n.Add(1)
 	return context.WithValue(ctx, batchKey{}, true)
