@@ -329,9 +329,13 @@ func claim(ctx context.Context, tx pgx.Tx, lanes, limit int) ([]Message, int, er
 		                    ORDER BY o.id LIMIT 1) head
 		ORDER BY head.id LIMIT $1
 		FOR UPDATE OF l SKIP LOCKED`, lanes)
-	held, err := func() ([]int16, error) {
+	held, err := func() (held []int16, err error) {
 		br := tx.SendBatch(ctx, b)
-		defer br.Close()
+		defer func() {
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+		}()
 		if _, err := br.Exec(); err != nil {
 			return nil, err
 		}
