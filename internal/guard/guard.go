@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -169,7 +170,17 @@ func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Lo
 		}
 		inflight := g.m.inflight.WithLabelValues(string(name))
 		shed := g.m.turnedAway.WithLabelValues("shed_" + string(name))
-		g.lanes[name] = &lane{name: name, slots: make(chan struct{}, n), maxWait: int64(n),
+		// Money waits in line for as long as its deadline allows, however
+		// many wait: payment starts come only after successful holds, and
+		// turning one away at a burst's peak costs a sale. Its waiters are
+		// bounded by the deadline and by the open connections
+		// (LimitListener), not by a count; other lanes shed past one
+		// waiter per slot.
+		maxWait := int64(n)
+		if name == LaneMoney {
+			maxWait = math.MaxInt64
+		}
+		g.lanes[name] = &lane{name: name, slots: make(chan struct{}, n), maxWait: maxWait,
 			inflight: inflight.Add, shed: shed.Inc}
 	}
 	return g
