@@ -222,10 +222,8 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 		Lanes: guard.LanesFor(cfg.DBMaxConns), Secret: []byte(cfg.AuthSecret), Tracer: tracer,
 		HoldTTL: cfg.FlightHoldTTL, HoldConns: guard.HoldConnsFor(cfg.DBMaxConns),
 	}, rdb, a.Pool, o.Clock, o.Log, o.Registry)
-	if cfg.Protect {
-		if err := a.Guard.Room.Warm(ctx); err != nil {
-			o.Log.Warn("waiting room settings not loaded yet", "err", err)
-		}
+	if err := a.Guard.Warm(ctx); err != nil {
+		o.Log.Warn("surge layers not warmed up yet", "err", err)
 	}
 	return ready, nil
 }

@@ -6,11 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"berth.dev/berth/internal/testsvc"
 )
 
 // dialLog records go-redis's own log lines (its pool logs how many dials a
@@ -67,4 +71,48 @@ func TestRedisDownOneDial(t *testing.T) {
 			t.Errorf("go-redis retried the dial: %s", l)
 		}
 	}
+}
+
+// OpenRedis returns with its minimum idle connections already made
+// (go-redis alone makes them in the background, and counts them in its
+// stats before they are), as Redis itself counts them, ten times over.
+func TestOpenRedisMakesTheMinimumConnections(t *testing.T) {
+	url := testsvc.StartRedis(t).URL() // a Redis of its own: its clients are these
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClient(opt)
+	defer func() { _ = admin.Close() }()
+	for range 10 {
+		r, err := OpenRedis(t.Context(), url, RedisOptions{MinIdle: 24}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := admin.Info(t.Context(), "clients").Result()
+		_ = r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := clients(info); n < 24+1 { // and this test's own
+			t.Fatalf("connections when OpenRedis returned, as Redis counts them (with the test's own): %d, want at least 25", n)
+		}
+		// Wait until Redis has seen the closed client's connections go.
+		for k := 0; k < 100 && clients(admin.Info(t.Context(), "clients").Val()) > 1; k++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// clients picks the client count out of INFO clients (-1: missing).
+func clients(info string) int {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "connected_clients:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }

@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
@@ -169,7 +171,17 @@ func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Lo
 		}
 		inflight := g.m.inflight.WithLabelValues(string(name))
 		shed := g.m.turnedAway.WithLabelValues("shed_" + string(name))
-		g.lanes[name] = &lane{name: name, slots: make(chan struct{}, n), maxWait: int64(n),
+		// Money waits in line for as long as its deadline allows, however
+		// many wait: payment starts come only after successful holds, and
+		// turning one away at a burst's peak costs a sale. Its waiters are
+		// bounded by the deadline and by the open connections
+		// (LimitListener), not by a count; other lanes shed past one
+		// waiter per slot.
+		maxWait := int64(n)
+		if name == LaneMoney {
+			maxWait = math.MaxInt64
+		}
+		g.lanes[name] = &lane{name: name, slots: make(chan struct{}, n), maxWait: maxWait,
 			inflight: inflight.Add, shed: shed.Inc}
 	}
 	return g
@@ -427,4 +439,27 @@ func (g *Guard) Released(ctx context.Context, flightID int64, class string, seat
 // Ready checks Redis for /readyz.
 func (g *Guard) Ready(ctx context.Context) error {
 	return g.Redis.Ping(ctx)
+}
+
+// scripts are the layers' own Lua scripts, loaded into Redis by Warm.
+var scripts = []*redis.Script{gateEnter, gateRelease, hintSet, holdRefund, roomTicket, roomFront, roomSpent}
+
+// Warm readies the layers before the first request: the waiting rooms'
+// settings are loaded, and the layers' scripts are in Redis's script cache,
+// so that the first burst of a sale runs each by its hash (EVALSHA) at once
+// instead of every request of the moment being told NOSCRIPT and sending
+// the script again. Off, it does nothing.
+func (g *Guard) Warm(ctx context.Context) error {
+	if !g.On() {
+		return nil
+	}
+	for _, s := range scripts {
+		if !g.Redis.Usable() {
+			break // Redis is away: the layers step aside until it answers
+		}
+		if err := s.Load(ctx, g.Redis.Client).Err(); err != nil {
+			g.Redis.Fail("script load", err)
+		}
+	}
+	return g.Room.Warm(ctx)
 }

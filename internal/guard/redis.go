@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,10 @@ type RedisOptions struct {
 	Timeout time.Duration
 	// PoolSize is the number of connections (default 128).
 	PoolSize int
+	// MinIdle connections (default 16, at most PoolSize) are open before
+	// OpenRedis returns, and kept open: a sale's first second does not
+	// wait for connections to be made.
+	MinIdle int
 	// AutoPipeline sends the commands of concurrent requests together, in
 	// one round trip (go-redis's auto-pipelining, marked experimental in
 	// v9.23 and pinned). On this 2-core machine it doubled the requests a
@@ -71,6 +76,10 @@ func OpenRedis(ctx context.Context, url string, o RedisOptions, log *slog.Logger
 	if o.PoolSize == 0 {
 		o.PoolSize = 128
 	}
+	if o.MinIdle == 0 {
+		o.MinIdle = 16
+	}
+	o.MinIdle = min(o.MinIdle, o.PoolSize)
 	r := &Redis{Prefix: o.Prefix, log: log, onError: func(string) {}, onState: func(bool) {}}
 	var opt *redis.Options
 	if url == "" {
@@ -99,6 +108,7 @@ func OpenRedis(ctx context.Context, url string, o RedisOptions, log *slog.Logger
 	opt.PoolTimeout = o.Timeout
 	opt.ContextTimeoutEnabled = true
 	opt.PoolSize = o.PoolSize
+	opt.MinIdleConns = o.MinIdle
 	// A script that reached Redis may have run: never send it twice.
 	opt.MaxRetries = -1
 	// One dial per attempt: go-redis otherwise dials 5 times 100 ms apart,
@@ -121,8 +131,28 @@ func OpenRedis(ctx context.Context, url string, o RedisOptions, log *slog.Logger
 	if err := r.Client.Ping(pctx).Err(); err != nil {
 		log.Warn("redis is not reachable; the surge layers step aside until it is", "err", err)
 		r.Fail("ping", err)
+		return r, nil
 	}
+	r.warm(pctx, o.MinIdle)
 	return r, nil
+}
+
+// warm opens n connections now (go-redis opens its minimum in the
+// background, after the first requests may already have come): n pings at
+// once, each on a connection of its own (held until all are made), then
+// hands them to the pool. A connection that cannot be made now is left to
+// the pool.
+func (r *Redis) warm(ctx context.Context, n int) {
+	conns := make([]*redis.Conn, n)
+	var wg sync.WaitGroup
+	for i := range conns {
+		conns[i] = r.Client.Conn()
+		wg.Go(func() { _ = conns[i].Ping(ctx).Err() })
+	}
+	wg.Wait()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
 
 // Observe sets the functions that count errors and state changes (the

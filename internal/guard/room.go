@@ -129,8 +129,9 @@ func newRoom(r *Redis, pool *pgxpool.Pool, c clock.Clock, secret []byte, ticket,
 		fallback: make(map[int64]*rate.Limiter), spent: make(map[string]time.Time), issued: make(map[issuedKey]issuedTicket)}
 }
 
-// Configure sets flight's waiting room and returns what is in force.
-// AdmitPerSecond 0 keeps the current rate. Returns fault.NotFound for an
+// Configure sets flight's waiting room and returns what is in force, once
+// it is in force in every process (settingsFresh after the change, when the
+// layers are on). AdmitPerSecond 0 keeps the current rate. Returns fault.NotFound for an
 // unknown flight and fault.ValidationFailed for a rate out of range or a
 // room switched on without one.
 func (rm *Room) Configure(ctx context.Context, flight int64, enabled bool, admitPerSecond int) (RoomSettings, error) {
@@ -155,8 +156,22 @@ func (rm *Room) Configure(ctx context.Context, flight int64, enabled bool, admit
 	}
 	out.AdmitPerSecond = *rate
 	// This process sees the change at once (its next caller reloads); the
-	// others within settingsFresh.
-	rm.changed.Store(time.Now().UnixNano())
+	// others within settingsFresh: a view whose query began before the
+	// commit is never used once settingsFresh has passed. The answer waits
+	// for that moment, so that when the admin is told the room is switched,
+	// it is, in every process: the first burst of a sale, sent right after
+	// the answer, is judged by the room as set, wherever it lands.
+	committed := time.Now()
+	rm.changed.Store(committed.UnixNano())
+	if rm.on {
+		t := time.NewTimer(time.Until(committed.Add(settingsFresh)))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return RoomSettings{}, fmt.Errorf("configure waiting room of flight %d: stored, but the answer was cut: %w", flight, ctx.Err())
+		}
+	}
 	return out, nil
 }
 

@@ -39,9 +39,10 @@ const (
 	LaneRead  Lane = "read"  // public reads: search, flight, seat map, cars
 	LaneOther Lane = "other" // everything else that uses the database
 	// LaneMoney is payment starts and cancellations: money first. Its
-	// requests have their own slots, wait for a connection in line rather
-	// than being shed after ShedWait, and holds can never take the
-	// connections kept for them (AcquireTracer.ShareHolds).
+	// requests have their own slots, wait in line for a slot and for a
+	// connection up to their deadline (however many wait) rather than
+	// being shed after ShedWait, and holds can never take the connections
+	// kept for them (AcquireTracer.ShareHolds).
 	LaneMoney Lane = "money"
 	// LaneRoom is the waiting room's polls: limited per client, but
 	// without a concurrency slot, since they only ask Redis.

@@ -3,6 +3,7 @@ package guard_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"runtime"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/guard"
+	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/pg/pgtest"
 )
 
@@ -251,4 +253,94 @@ func TestMoneyIsNeverShedByHolds(t *testing.T) {
 	}
 	await(t, holds, n-len(shed))
 	mustAudit(t, s)
+}
+
+// Money first in a burst: many holds on one hot flight are released at
+// once, more than the hold lane admits, and with them many more payment
+// starts than the money lane has slots, and the gateway's webhooks of
+// charges already started. Holds may be shed (503); money never is: every
+// payment start is answered 201 (or 409 for a hold that is no longer
+// payable), never 503, and every webhook 2xx.
+func TestMoneyIsAnsweredInAHoldBurst(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewURL(t)
+	redisURL, prefix := apptest.SharedRedis(t)
+	s := start(t, dbURL, redisURL, prefix, func(c *config.Config) {
+		c.DBMaxConns = 4
+		c.DBMinConns = 4
+		c.ShedWait = 100 * time.Millisecond
+		c.Events.InServe = false
+	})
+	hot := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 500})
+	other := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 500})
+	lanes := guard.LanesFor(4)
+	pays, hooks := 4*lanes[guard.LaneMoney], 8 // many more payment starts than the money lane's slots and waiters
+	holds := 4 * lanes[guard.LaneHold]
+	customer := func(i int) int64 { return int64(10 + i) }
+	var toPay []int64
+	for i := range pays {
+		toPay = append(toPay, bookingID(t, book(s, customer(i), qtyHold(other, "ECONOMY", 1), "")))
+	}
+	// Charges started before the burst, whose webhooks arrive in it.
+	key, err := config.WebhookKey(apptest.WebhookSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var webhooks [][]byte
+	for i := range hooks {
+		c := pays + i
+		id := bookingID(t, book(s, customer(c), qtyHold(other, "ECONOMY", 1), ""))
+		r := startPayment(s, customer(c), id, path("before-%d", i))
+		if r.Status != http.StatusCreated {
+			t.Fatalf("payment start before the burst: %d %s", r.Status, r.Body)
+		}
+		var txn string
+		if err := s.App.Pool.QueryRow(context.Background(), `SELECT provider_txn_id FROM charge WHERE booking_id = $1`, id).Scan(&txn); err != nil {
+			t.Fatal(err)
+		}
+		body, err := json.Marshal(payment.Webhook{Type: payment.ChargeSucceeded,
+			Data: payment.WebhookData{BookingID: id, ProviderTxnID: txn, Amount: 1000, Currency: "VND"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		webhooks = append(webhooks, body)
+	}
+
+	rs := apptest.Race(holds+pays+hooks, func(i int) *apptest.Response {
+		switch {
+		case i < holds:
+			return book(s, int64(1000+i), qtyHold(hot, "ECONOMY", 1), "")
+		case i < holds+pays:
+			k := i - holds
+			return startPayment(s, customer(k), toPay[k], path("burst-%d", k))
+		default:
+			k := i - holds - pays
+			h := http.Header{}
+			payment.SignHeaders(h, key, path("msg-%d", k), s.Clock.Now(), webhooks[k])
+			req := apptest.Request{Method: http.MethodPost, Path: "/payments/webhook", Body: webhooks[k], Header: map[string]string{}}
+			for name := range h {
+				req.Header[name] = h.Get(name)
+			}
+			return s.Do(req)
+		}
+	})
+	t.Logf("holds %v, payment starts %v, webhooks %v",
+		apptest.Answers(rs[:holds]), apptest.Answers(rs[holds:holds+pays]), apptest.Answers(rs[holds+pays:]))
+	for _, r := range rs[holds : holds+pays] {
+		if r.Status != http.StatusCreated && r.Status != http.StatusConflict {
+			t.Errorf("payment start in the burst: %d %s, want 201 (or 409), never 503", r.Status, r.Body)
+		}
+	}
+	for _, r := range rs[holds+pays:] {
+		if r.Status/100 != 2 {
+			t.Errorf("webhook in the burst: %d %s, want 2xx", r.Status, r.Body)
+		}
+	}
+	mustAudit(t, s)
+}
+
+// startPayment starts paying booking id as customer, under key.
+func startPayment(s *apptest.Server, customer, id int64, key string) *apptest.Response {
+	return s.Do(apptest.Request{Method: http.MethodPost, Path: path("/bookings/%d/payments", id), Token: s.Token("customer", customer),
+		Body: map[string]any{}, Header: map[string]string{"Idempotency-Key": key}})
 }
