@@ -110,7 +110,11 @@ func (d *Dispatcher) within(ctx context.Context, conn *pgconn.PgConn, f func(ctx
 		}
 		late.Store(true)
 		if conn != nil {
-			rctx, rcancel := context.WithTimeout(ctx, time.Second)
+			// Wait for PostgreSQL to acknowledge the cancel request: one
+			// given up on too early may still be carried out later, and
+			// then cancels whatever statement the relay runs next. Under
+			// load, forking the cancel request's process takes a while.
+			rctx, rcancel := context.WithTimeout(ctx, cancelAckWait)
 			_ = conn.CancelRequest(rctx)
 			rcancel()
 		}
@@ -125,6 +129,10 @@ func (d *Dispatcher) within(ctx context.Context, conn *pgconn.PgConn, f func(ctx
 	<-done
 	return late.Load(), err
 }
+
+// cancelAckWait bounds the wait for PostgreSQL's acknowledgement of a cancel
+// request sent for a consumer past its time.
+const cancelAckWait = 10 * time.Second
 
 // DB is what the dispatcher works on: a pool.
 type DB interface {
