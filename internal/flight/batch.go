@@ -14,22 +14,32 @@ import (
 	"berth.dev/berth/internal/pg"
 )
 
+// bucketsMoved is the SQLSTATE hold_flight raises when, locking the fare
+// buckets last, it finds that a request it decided on their committed state
+// no longer fits: another transaction took the room in between.
+const bucketsMoved = "BH001"
+
 // result is the outcome of one request of a batch.
 type result struct {
 	b   *booking.Booking
 	err error
 }
 
-// holdSQL calls the database function hold_flight (migration 00015), which
-// decides and writes a batch of holds on one flight: it locks the seats in
-// seat order and the fare buckets in class and bucket order, decides each
-// request all or nothing in order (flight, class, departure, waitlist,
-// seats, quota with share moved between buckets, Idempotency-Key), inserts
-// the bookings, takes the seats, writes the booking.held events, updates the
-// counters and records each key's effect. It returns one row per request:
-// an error code and its detail, or the booking (booking.Columns).
+// holdSQL calls the database function hold_flight (migrations 00015 and
+// 00016), which decides and writes a batch of holds on one flight: it locks
+// the seats in seat order, decides each request all or nothing in order
+// (flight, class, departure, waitlist, seats, quota with share moved
+// between buckets, Idempotency-Key), inserts the bookings, takes the seats,
+// writes the booking.held events, records each key's effect, and last
+// locks the fare buckets in class and bucket order and updates them, so
+// that holds of one class queue on their hottest rows only for the update
+// and the commit. It returns one row per request: an error code and its
+// detail, or the booking (booking.Columns). With $11 (lockFirst) the
+// buckets are locked before the decision instead; without it, a decision
+// the locked buckets no longer bear out raises errBucketsMoved and writes
+// nothing.
 const holdSQL = `SELECT h.o_code, h.o_detail, ` + booking.Columns + `
-	FROM hold_flight($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::uuid[]) AS h
+	FROM hold_flight($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::uuid[], $11) AS h
 	CROSS JOIN LATERAL (SELECT (h.o_booking).*) AS x
 	ORDER BY h.o_ord`
 
@@ -38,8 +48,9 @@ const holdSQL = `SELECT h.o_code, h.o_detail, ` + booking.Columns + `
 // statement sent on its own: one round trip and one commit (autocommit),
 // with every rule decided by PostgreSQL. A request whose context carries
 // an Idempotency-Key claim records its effect with its booking. A returned
-// error means nothing of the batch was written.
-func holdBatch(ctx context.Context, db booking.Querier, flightID int64, reqs []*call, now time.Time, ttl time.Duration) ([]result, error) {
+// error means nothing of the batch was written; pg.State(err) is
+// bucketsMoved when the call should be made again with lockFirst.
+func holdBatch(ctx context.Context, db booking.Querier, flightID int64, reqs []*call, now time.Time, ttl time.Duration, lockFirst bool) ([]result, error) {
 	n := len(reqs)
 	var (
 		customers = make([]int64, n)
@@ -62,7 +73,7 @@ func holdBatch(ctx context.Context, db booking.Querier, flightID int64, reqs []*
 		}
 	}
 	rows, err := db.Query(ctx, holdSQL, flightID, now, pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true},
-		customers, classes, seats, units, callers, keys, leases)
+		customers, classes, seats, units, callers, keys, leases, lockFirst)
 	if err != nil {
 		return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
 	}

@@ -96,14 +96,21 @@ func (s *Service) holdAlone(ctx context.Context, r HoldRequest) (*booking.Bookin
 	return results[0].b, results[0].err
 }
 
-// holdMany runs holdBatch on the pool, and again when PostgreSQL broke a
-// deadlock by failing it (it locks in the order every transaction does,
-// so this is the same safety net pg.InTx gives a transaction).
+// holdMany runs holdBatch on the pool; again, locking the fare buckets
+// first, when the buckets locked last no longer bore out its decision (the
+// room was taken meanwhile: rare, near sold out); and again when
+// PostgreSQL broke a deadlock by failing it (it locks in the order every
+// transaction does, so this is the same safety net pg.InTx gives a
+// transaction).
 func (s *Service) holdMany(ctx context.Context, flightID int64, calls []*call) ([]result, error) {
+	lockFirst := false
 	for attempt := 1; ; attempt++ {
-		results, err := holdBatch(ctx, s.pool, flightID, calls, s.clock.Now(), s.holdTTL)
+		results, err := holdBatch(ctx, s.pool, flightID, calls, s.clock.Now(), s.holdTTL, lockFirst)
 		state := pg.State(err)
-		if err == nil || attempt == 3 || (state != pg.DeadlockDetected && state != pg.SerializationFailure) {
+		if state == bucketsMoved {
+			lockFirst = true
+		}
+		if err == nil || attempt == 3 || (state != bucketsMoved && state != pg.DeadlockDetected && state != pg.SerializationFailure) {
 			return results, err
 		}
 	}

@@ -121,7 +121,7 @@ CREATE FUNCTION public.flight_booking_view(b public.booking) RETURNS jsonb
     LANGUAGE sql STABLE
     RETURN jsonb_strip_nulls(jsonb_build_object('bookingId', (b).id, 'kind', (b).kind, 'status', (b).status, 'customerId', (b).customer_id, 'amount', (b).amount, 'currency', (b).currency, 'holdExpiresAt', CASE WHEN ((b).status = 'HELD'::text) THEN public.json_time((b).hold_expires_at) ELSE NULL::text END, 'flightId', (b).flight_id, 'fareClass', (b).fare_class, 'seats', CASE WHEN (cardinality((b).seats) > 0) THEN to_jsonb((b).seats) ELSE NULL::jsonb END, 'quantity', NULLIF((b).quantity, 0), 'paymentUrl', CASE WHEN ((b).status = 'HELD'::text) THEN (('/bookings/'::text || (b).id) || '/payments'::text) ELSE NULL::text END, 'refundAmount', (b).refund_amount, 'refundStatus', NULLIF((b).refund_status, ''::text), 'cancelReason', NULLIF((b).cancel_reason, ''::text), 'version', (b).version, 'createdAt', public.json_time((b).created_at), 'updatedAt', public.json_time((b).updated_at)));
 
-CREATE FUNCTION public.hold_flight(p_flight bigint, p_now timestamp with time zone, p_ttl interval, p_customers bigint[], p_classes text[], p_seats text[], p_units integer[], p_key_callers bigint[], p_keys text[], p_leases uuid[]) RETURNS TABLE(o_ord integer, o_code text, o_detail text, o_booking public.booking)
+CREATE FUNCTION public.hold_flight(p_flight bigint, p_now timestamp with time zone, p_ttl interval, p_customers bigint[], p_classes text[], p_seats text[], p_units integer[], p_key_callers bigint[], p_keys text[], p_leases uuid[], p_lock_first boolean) RETURNS TABLE(o_ord integer, o_code text, o_detail text, o_booking public.booking)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -145,7 +145,7 @@ DECLARE
     s_class     text[];
     s_free      boolean[];
     s_claimed   boolean[];
-    -- locked buckets, in class and bucket order
+    -- the buckets, in class and bucket order
     b_class     text[];
     b_n         smallint[];
     b_quota     integer[];
@@ -164,6 +164,7 @@ DECLARE
     v_want      text[];
     i           integer;
     j           integer;
+    pk          integer;
     ci          integer;
     si          integer;
     t           integer;
@@ -214,14 +215,17 @@ BEGIN
     END IF;
     s_claimed := array_fill(false, ARRAY[coalesce(cardinality(s_no), 0)]);
 
+    -- The buckets as last committed; locked first only when asked (the
+    -- statement after the lock sees what the lock waited for).
+    IF p_lock_first THEN
+        PERFORM FROM fare_bucket x WHERE x.flight_id = p_flight AND x.fare_class = ANY (p_classes)
+            ORDER BY x.fare_class, x.bucket FOR UPDATE;
+    END IF;
     SELECT array_agg(fb.fare_class ORDER BY fb.fare_class, fb.bucket), array_agg(fb.bucket ORDER BY fb.fare_class, fb.bucket),
            array_agg(fb.quota ORDER BY fb.fare_class, fb.bucket), array_agg(fb.sold + fb.held ORDER BY fb.fare_class, fb.bucket),
            array_agg(fb.held ORDER BY fb.fare_class, fb.bucket)
     INTO b_class, b_n, b_quota, b_used, b_held
-    FROM (SELECT * FROM fare_bucket x WHERE x.flight_id = p_flight AND x.fare_class = ANY (p_classes)
-          ORDER BY x.fare_class, x.bucket FOR UPDATE) AS fb;
-    b_quota0 := b_quota;
-    b_held0 := b_held;
+    FROM fare_bucket fb WHERE fb.flight_id = p_flight AND fb.fare_class = ANY (p_classes);
 
     FOR i IN 1 .. n LOOP
         ci := array_position(c_class, p_classes[i]);
@@ -355,6 +359,59 @@ BEGIN
         SELECT b.id, 'booking.held', flight_booking_view(b), p_now
         FROM unnest(v_rows) AS b ORDER BY b.id;
 
+        IF v_keyed > 0 THEN
+            UPDATE idempotency_key ik SET effect = 'booking:' || v_id[u.ord]
+            FROM unnest(p_key_callers, p_keys, p_leases) WITH ORDINALITY AS u(caller, idem, lease, ord)
+            WHERE v_id[u.ord] IS NOT NULL
+              AND ik.caller_id = u.caller AND ik.idem_key = u.idem AND ik.lease = u.lease AND ik.response_status IS NULL;
+            GET DIAGNOSTICS cnt = ROW_COUNT;
+            IF cnt <> (SELECT count(*) FROM unnest(pl_i) AS u(i) WHERE p_key_callers[u.i] IS NOT NULL) THEN
+                RAISE EXCEPTION 'hold_flight: % idempotency keys recorded', cnt;
+            END IF;
+        END IF;
+
+        -- Now the buckets, locked as they are: each request's units go to
+        -- the bucket decided above, with share moved into it from the
+        -- others (bucket order) when it lacks room; a request the class
+        -- has no room for any more sends the caller back (BH001).
+        SELECT array_agg(fb.fare_class ORDER BY fb.fare_class, fb.bucket), array_agg(fb.bucket ORDER BY fb.fare_class, fb.bucket),
+               array_agg(fb.quota ORDER BY fb.fare_class, fb.bucket), array_agg(fb.sold + fb.held ORDER BY fb.fare_class, fb.bucket),
+               array_agg(fb.held ORDER BY fb.fare_class, fb.bucket)
+        INTO b_class, b_n, b_quota, b_used, b_held
+        FROM (SELECT * FROM fare_bucket x WHERE x.flight_id = p_flight AND x.fare_class = ANY (p_classes)
+              ORDER BY x.fare_class, x.bucket FOR UPDATE) AS fb;
+        b_quota0 := b_quota;
+        b_held0 := b_held;
+        v_moved := false;
+        FOR pk IN 1 .. cardinality(pl_i) LOOP
+            i := pl_i[pk];
+            units := pl_units[pk];
+            t := NULL;
+            room := 0;
+            FOR j IN 1 .. coalesce(cardinality(b_class), 0) LOOP
+                CONTINUE WHEN b_class[j] <> p_classes[i];
+                room := room + b_quota[j] - b_used[j];
+                IF b_n[j] = v_bucket[i] THEN
+                    t := j;
+                END IF;
+            END LOOP;
+            IF t IS NULL OR room < units THEN
+                RAISE EXCEPTION 'hold_flight: the fare buckets of flight % changed; lock them first', p_flight
+                    USING ERRCODE = 'BH001';
+            END IF;
+            FOR j IN 1 .. cardinality(b_class) LOOP
+                need := units - (b_quota[t] - b_used[t]);
+                EXIT WHEN need <= 0;
+                CONTINUE WHEN j = t OR b_class[j] <> p_classes[i] OR b_quota[j] - b_used[j] <= 0;
+                mv := least(need, b_quota[j] - b_used[j]);
+                b_quota[j] := b_quota[j] - mv;
+                b_quota[t] := b_quota[t] + mv;
+                v_moved := true;
+            END LOOP;
+            b_used[t] := b_used[t] + units;
+            b_held[t] := b_held[t] + units;
+        END LOOP;
+
         -- Buckets whose share moved are written whole (the deferred
         -- trigger checks the shares still add up); the others only held.
         IF v_moved THEN
@@ -367,17 +424,6 @@ BEGIN
         FROM unnest(b_class, b_n, b_quota, b_held, b_quota0, b_held0) AS u(fare_class, bucket, quota, held, quota0, held0)
         WHERE fb.flight_id = p_flight AND fb.fare_class = u.fare_class AND fb.bucket = u.bucket
           AND u.quota = u.quota0 AND u.held <> u.held0;
-
-        IF v_keyed > 0 THEN
-            UPDATE idempotency_key ik SET effect = 'booking:' || v_id[u.ord]
-            FROM unnest(p_key_callers, p_keys, p_leases) WITH ORDINALITY AS u(caller, idem, lease, ord)
-            WHERE v_id[u.ord] IS NOT NULL
-              AND ik.caller_id = u.caller AND ik.idem_key = u.idem AND ik.lease = u.lease AND ik.response_status IS NULL;
-            GET DIAGNOSTICS cnt = ROW_COUNT;
-            IF cnt <> (SELECT count(*) FROM unnest(pl_i) AS u(i) WHERE p_key_callers[u.i] IS NOT NULL) THEN
-                RAISE EXCEPTION 'hold_flight: % idempotency keys recorded', cnt;
-            END IF;
-        END IF;
     END IF;
 
     RETURN QUERY SELECT g.i, v_code[g.i], v_detail[g.i], v_row[g.i]

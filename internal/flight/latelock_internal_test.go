@@ -1,0 +1,119 @@
+package flight
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/pg/pgtest"
+)
+
+// Holds released at once for the last units of a class split over buckets:
+// each decides on the buckets as committed, locks them last, and is sent
+// back to lock them first when another took the room meanwhile. Exactly the
+// class's units are held, every other hold is refused sold_out (never an
+// error), and nothing is oversold; alone and coalesced.
+func TestHoldsRaceForTheLastUnitsLockingBucketsLast(t *testing.T) {
+	t.Parallel()
+	for _, coalesce := range []bool{false, true} {
+		t.Run(fmt.Sprintf("coalesce=%v", coalesce), func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.NewPool(t)
+			svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute, Coalesce: coalesce, MaxBatch: 4})
+			const capacity, buyers = 20, 60
+			id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: capacity, Buckets: 4})
+			start := make(chan struct{})
+			errs := make([]error, buyers)
+			var wg sync.WaitGroup
+			for i := range buyers {
+				wg.Go(func() {
+					<-start
+					_, errs[i] = svc.Hold(context.Background(), HoldRequest{CustomerID: int64(i + 1), FlightID: id, FareClass: "ECONOMY", Quantity: 1})
+				})
+			}
+			close(start)
+			wg.Wait()
+			won := 0
+			for i, err := range errs {
+				switch {
+				case err == nil:
+					won++
+				case !fault.Is(err, fault.SoldOut):
+					t.Errorf("buyer %d: %v, want a hold or sold_out", i, err)
+				}
+			}
+			if won != capacity {
+				t.Errorf("%d holds, want %d", won, capacity)
+			}
+			var held, quota, over, bookings int
+			if err := pool.QueryRow(context.Background(), `SELECT sum(held), sum(quota), count(*) FILTER (WHERE sold + held > quota),
+				(SELECT count(*) FROM booking WHERE flight_id = $1)
+				FROM fare_bucket WHERE flight_id = $1`, id).Scan(&held, &quota, &over, &bookings); err != nil {
+				t.Fatal(err)
+			}
+			if held != capacity || quota != capacity || over != 0 || bookings != capacity {
+				t.Errorf("held %d, quota %d, buckets over quota %d, bookings %d; want %d, %d, 0, %d",
+					held, quota, over, bookings, capacity, capacity, capacity)
+			}
+		})
+	}
+}
+
+// A hold writes its booking and event before it queues for the fare
+// buckets, the hottest rows of a sale: waiting on them, it already holds
+// the locks of its writes, so holds of one class wait for each other only
+// for the counter update and the commit.
+func TestHoldLocksTheBucketsLast(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
+	ctx := context.Background()
+	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 10})
+	other, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback(ctx) }()
+	if _, err := other.Exec(ctx, `SELECT 1 FROM fare_bucket WHERE flight_id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := svc.Hold(ctx, HoldRequest{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Quantity: 1})
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting, wrote bool
+		if err := pool.QueryRow(ctx, `SELECT count(*) > 0, coalesce(bool_or(EXISTS (SELECT 1 FROM pg_locks l
+				WHERE l.pid = a.pid AND l.granted AND l.relation = 'outbox'::regclass AND l.mode = 'RowExclusiveLock')), false)
+			FROM pg_stat_activity a WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'`).Scan(&waiting, &wrote); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			if !wrote {
+				t.Error("the hold waits for the fare bucket before writing its booking and event")
+			}
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the hold finished without waiting for the fare bucket: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hold never waited for the fare bucket")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("hold after the bucket came free: %v", err)
+	}
+}
