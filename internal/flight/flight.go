@@ -92,8 +92,11 @@ type Config struct {
 	MaxBatch int
 	Linger   time.Duration
 	// Flushes is how many batches of one flight this process may have in
-	// the database at once (default 2): the next batch does its reads and
-	// writes while the one before holds the counter row until its commit.
+	// the database at once (default 4): since hold_flight locks the fare
+	// buckets last, the batches write their bookings, seats and events side
+	// by side and queue only for the counter update and the commit. On two
+	// busy cores, 128 clients on one hot flight: 4 gave a median 860
+	// holds/s against 517 for 2 (three runs each); 8 did worse than both.
 	Flushes int
 	// QueueWait bounds how long a coalesced hold waits for its batch to
 	// start (0: no bound); past it the hold is answered 503 overloaded.
@@ -121,7 +124,7 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 		cfg.MaxBatch = 64
 	}
 	if cfg.Flushes < 1 {
-		cfg.Flushes = 2
+		cfg.Flushes = 4
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
