@@ -20,7 +20,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION public.fare_allocate(p_class text[], p_quota integer[], p_used integer[], p_want text, p_units integer, OUT o_target integer, OUT o_quota integer[]) RETURNS record
+CREATE FUNCTION public.fare_allocate(p_class text[], p_quota integer[], p_used integer[], p_want text, p_units integer, p_n smallint[] DEFAULT NULL::smallint[], p_bucket smallint DEFAULT NULL::smallint, OUT o_target integer, OUT o_quota integer[]) RETURNS record
     LANGUAGE plpgsql IMMUTABLE
     AS $$
 DECLARE
@@ -33,7 +33,11 @@ BEGIN
     FOR j IN 1 .. coalesce(cardinality(p_class), 0) LOOP
         CONTINUE WHEN p_class[j] <> p_want;
         room := room + p_quota[j] - p_used[j];
-        IF o_target IS NULL OR p_quota[j] - p_used[j] > p_quota[o_target] - p_used[o_target] THEN
+        IF p_bucket IS NOT NULL THEN
+            IF p_n[j] = p_bucket THEN
+                o_target := j;
+            END IF;
+        ELSIF o_target IS NULL OR p_quota[j] - p_used[j] > p_quota[o_target] - p_used[o_target] THEN
             o_target := j;
         END IF;
     END LOOP;
@@ -169,9 +173,7 @@ DECLARE
     si          integer;
     t           integer;
     units       integer;
-    room        integer;
-    need        integer;
-    mv          integer;
+    v_quota     integer[];
     seat        text;
     rs          text[];
     cnt         bigint;
@@ -272,19 +274,10 @@ BEGIN
             CONTINUE;
         END IF;
 
-        -- The class's room: the roomiest bucket (the first of equals)
-        -- takes the units, with share moved to it from the others, in
-        -- bucket order, when it lacks room itself.
-        t := NULL;
-        room := 0;
-        FOR j IN 1 .. coalesce(cardinality(b_class), 0) LOOP
-            CONTINUE WHEN b_class[j] <> p_classes[i];
-            room := room + b_quota[j] - b_used[j];
-            IF t IS NULL OR b_quota[j] - b_used[j] > b_quota[t] - b_used[t] THEN
-                t := j;
-            END IF;
-        END LOOP;
-        IF t IS NULL OR room < units THEN
+        -- The class's room, placed by fare_allocate.
+        SELECT a.o_target, a.o_quota INTO t, v_quota
+        FROM fare_allocate(b_class, b_quota, b_used, p_classes[i], units) AS a;
+        IF t IS NULL THEN
             v_code[i] := 'sold_out';
             v_detail[i] := units::text;
             CONTINUE;
@@ -293,15 +286,8 @@ BEGIN
             v_code[i] := 'key_in_use';
             CONTINUE;
         END IF;
-        FOR j IN 1 .. cardinality(b_class) LOOP
-            need := units - (b_quota[t] - b_used[t]);
-            EXIT WHEN need <= 0;
-            CONTINUE WHEN j = t OR b_class[j] <> p_classes[i] OR b_quota[j] - b_used[j] <= 0;
-            mv := least(need, b_quota[j] - b_used[j]);
-            b_quota[j] := b_quota[j] - mv;
-            b_quota[t] := b_quota[t] + mv;
-            v_moved := true;
-        END LOOP;
+        v_moved := v_moved OR v_quota IS DISTINCT FROM b_quota;
+        b_quota := v_quota;
         b_used[t] := b_used[t] + units;
         b_held[t] := b_held[t] + units;
         FOREACH seat IN ARRAY coalesce(rs, '{}') LOOP
@@ -386,28 +372,14 @@ BEGIN
         FOR pk IN 1 .. cardinality(pl_i) LOOP
             i := pl_i[pk];
             units := pl_units[pk];
-            t := NULL;
-            room := 0;
-            FOR j IN 1 .. coalesce(cardinality(b_class), 0) LOOP
-                CONTINUE WHEN b_class[j] <> p_classes[i];
-                room := room + b_quota[j] - b_used[j];
-                IF b_n[j] = v_bucket[i] THEN
-                    t := j;
-                END IF;
-            END LOOP;
-            IF t IS NULL OR room < units THEN
+            SELECT a.o_target, a.o_quota INTO t, v_quota
+            FROM fare_allocate(b_class, b_quota, b_used, p_classes[i], units, b_n, v_bucket[i]) AS a;
+            IF t IS NULL THEN
                 RAISE EXCEPTION 'hold_flight: the fare buckets of flight % changed; lock them first', p_flight
                     USING ERRCODE = 'BH001';
             END IF;
-            FOR j IN 1 .. cardinality(b_class) LOOP
-                need := units - (b_quota[t] - b_used[t]);
-                EXIT WHEN need <= 0;
-                CONTINUE WHEN j = t OR b_class[j] <> p_classes[i] OR b_quota[j] - b_used[j] <= 0;
-                mv := least(need, b_quota[j] - b_used[j]);
-                b_quota[j] := b_quota[j] - mv;
-                b_quota[t] := b_quota[t] + mv;
-                v_moved := true;
-            END LOOP;
+            v_moved := v_moved OR v_quota IS DISTINCT FROM b_quota;
+            b_quota := v_quota;
             b_used[t] := b_used[t] + units;
             b_held[t] := b_held[t] + units;
         END LOOP;

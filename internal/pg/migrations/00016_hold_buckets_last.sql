@@ -3,11 +3,65 @@
 -- keys are written first, so holds of one class wait for each other only
 -- for the counter update and the commit. hold_flight gains p_lock_first,
 -- the old order, for the rare call whose decision the locked buckets no
--- longer bear out (SQLSTATE BH001).
+-- longer bear out (SQLSTATE BH001). The rule that places a quantity in a
+-- class's buckets becomes one function, fare_allocate, which holds and
+-- waitlist offers (00017) both call.
 
 -- +goose Up
 
 DROP FUNCTION hold_flight(bigint, timestamptz, interval, bigint[], text[], text[], integer[], bigint[], text[], uuid[]);
+
+-- +goose StatementBegin
+-- fare_allocate places p_units units of fare class p_want among the
+-- buckets p_class[j], p_quota[j], p_used[j] (used: sold + held), given in
+-- class and bucket order (other classes' buckets are passed over). The
+-- roomiest bucket of the class (the first of equals) takes the units, or,
+-- when p_bucket is given, the bucket numbered p_bucket in p_n (one decided
+-- earlier), with share moved to it from the others, in bucket order, when
+-- it lacks room itself. o_target is the index of that bucket and o_quota
+-- every bucket's share afterwards; o_target is NULL (and o_quota p_quota)
+-- when the class has no such bucket or lacks room for the units all
+-- together. It changes nothing: the caller applies the result (o_quota,
+-- and p_units added to the target's held). Holds and waitlist offers both
+-- place units by it.
+CREATE FUNCTION fare_allocate(p_class text[], p_quota integer[], p_used integer[], p_want text, p_units integer,
+        p_n smallint[] DEFAULT NULL, p_bucket smallint DEFAULT NULL,
+        OUT o_target integer, OUT o_quota integer[])
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+    j    integer;
+    room integer := 0;
+    need integer;
+    mv   integer;
+BEGIN
+    o_quota := p_quota;
+    FOR j IN 1 .. coalesce(cardinality(p_class), 0) LOOP
+        CONTINUE WHEN p_class[j] <> p_want;
+        room := room + p_quota[j] - p_used[j];
+        IF p_bucket IS NOT NULL THEN
+            IF p_n[j] = p_bucket THEN
+                o_target := j;
+            END IF;
+        ELSIF o_target IS NULL OR p_quota[j] - p_used[j] > p_quota[o_target] - p_used[o_target] THEN
+            o_target := j;
+        END IF;
+    END LOOP;
+    IF o_target IS NULL OR room < p_units THEN
+        o_target := NULL;
+        RETURN;
+    END IF;
+    FOR j IN 1 .. cardinality(p_class) LOOP
+        need := p_units - (o_quota[o_target] - p_used[o_target]);
+        EXIT WHEN need <= 0;
+        CONTINUE WHEN j = o_target OR p_class[j] <> p_want OR o_quota[j] - p_used[j] <= 0;
+        mv := least(need, o_quota[j] - p_used[j]);
+        o_quota[j] := o_quota[j] - mv;
+        o_quota[o_target] := o_quota[o_target] + mv;
+    END LOOP;
+END
+$$;
+-- +goose StatementEnd
 
 -- +goose StatementBegin
 -- hold_flight holds the requests p_customers[i], p_classes[i], p_seats[i]
@@ -101,9 +155,7 @@ DECLARE
     si          integer;
     t           integer;
     units       integer;
-    room        integer;
-    need        integer;
-    mv          integer;
+    v_quota     integer[];
     seat        text;
     rs          text[];
     cnt         bigint;
@@ -204,19 +256,10 @@ BEGIN
             CONTINUE;
         END IF;
 
-        -- The class's room: the roomiest bucket (the first of equals)
-        -- takes the units, with share moved to it from the others, in
-        -- bucket order, when it lacks room itself.
-        t := NULL;
-        room := 0;
-        FOR j IN 1 .. coalesce(cardinality(b_class), 0) LOOP
-            CONTINUE WHEN b_class[j] <> p_classes[i];
-            room := room + b_quota[j] - b_used[j];
-            IF t IS NULL OR b_quota[j] - b_used[j] > b_quota[t] - b_used[t] THEN
-                t := j;
-            END IF;
-        END LOOP;
-        IF t IS NULL OR room < units THEN
+        -- The class's room, placed by fare_allocate.
+        SELECT a.o_target, a.o_quota INTO t, v_quota
+        FROM fare_allocate(b_class, b_quota, b_used, p_classes[i], units) AS a;
+        IF t IS NULL THEN
             v_code[i] := 'sold_out';
             v_detail[i] := units::text;
             CONTINUE;
@@ -225,15 +268,8 @@ BEGIN
             v_code[i] := 'key_in_use';
             CONTINUE;
         END IF;
-        FOR j IN 1 .. cardinality(b_class) LOOP
-            need := units - (b_quota[t] - b_used[t]);
-            EXIT WHEN need <= 0;
-            CONTINUE WHEN j = t OR b_class[j] <> p_classes[i] OR b_quota[j] - b_used[j] <= 0;
-            mv := least(need, b_quota[j] - b_used[j]);
-            b_quota[j] := b_quota[j] - mv;
-            b_quota[t] := b_quota[t] + mv;
-            v_moved := true;
-        END LOOP;
+        v_moved := v_moved OR v_quota IS DISTINCT FROM b_quota;
+        b_quota := v_quota;
         b_used[t] := b_used[t] + units;
         b_held[t] := b_held[t] + units;
         FOREACH seat IN ARRAY coalesce(rs, '{}') LOOP
@@ -318,28 +354,14 @@ BEGIN
         FOR pk IN 1 .. cardinality(pl_i) LOOP
             i := pl_i[pk];
             units := pl_units[pk];
-            t := NULL;
-            room := 0;
-            FOR j IN 1 .. coalesce(cardinality(b_class), 0) LOOP
-                CONTINUE WHEN b_class[j] <> p_classes[i];
-                room := room + b_quota[j] - b_used[j];
-                IF b_n[j] = v_bucket[i] THEN
-                    t := j;
-                END IF;
-            END LOOP;
-            IF t IS NULL OR room < units THEN
+            SELECT a.o_target, a.o_quota INTO t, v_quota
+            FROM fare_allocate(b_class, b_quota, b_used, p_classes[i], units, b_n, v_bucket[i]) AS a;
+            IF t IS NULL THEN
                 RAISE EXCEPTION 'hold_flight: the fare buckets of flight % changed; lock them first', p_flight
                     USING ERRCODE = 'BH001';
             END IF;
-            FOR j IN 1 .. cardinality(b_class) LOOP
-                need := units - (b_quota[t] - b_used[t]);
-                EXIT WHEN need <= 0;
-                CONTINUE WHEN j = t OR b_class[j] <> p_classes[i] OR b_quota[j] - b_used[j] <= 0;
-                mv := least(need, b_quota[j] - b_used[j]);
-                b_quota[j] := b_quota[j] - mv;
-                b_quota[t] := b_quota[t] + mv;
-                v_moved := true;
-            END LOOP;
+            v_moved := v_moved OR v_quota IS DISTINCT FROM b_quota;
+            b_quota := v_quota;
             b_used[t] := b_used[t] + units;
             b_held[t] := b_held[t] + units;
         END LOOP;
@@ -662,3 +684,5 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
+
+DROP FUNCTION fare_allocate(text[], integer[], integer[], text, integer, smallint[], smallint);

@@ -1,54 +1,8 @@
 -- The waitlist decides in the database too: joining a line and offering
--- freed units to it are one function call each, and the rule that places a
--- quantity in a fare class's buckets is one function, fare_allocate, which
--- a hold and a waitlist offer both follow.
+-- freed units to it are one function call each, placing units by
+-- fare_allocate (00016), the rule a hold follows.
 
 -- +goose Up
-
--- +goose StatementBegin
--- fare_allocate places p_units units of fare class p_want among the
--- buckets p_class[j], p_quota[j], p_used[j] (used: sold + held), given in
--- class and bucket order (other classes' buckets are passed over). The
--- roomiest bucket of the class (the first of equals) takes the units, with
--- share moved to it from the others, in bucket order, when it lacks room
--- itself. o_target is the index of that bucket and o_quota every bucket's
--- share afterwards; o_target is NULL (and o_quota p_quota) when the class
--- has no bucket or lacks room for the units all together. It changes
--- nothing: the caller applies the result (o_quota, and p_units added to the
--- target's held).
-CREATE FUNCTION fare_allocate(p_class text[], p_quota integer[], p_used integer[], p_want text, p_units integer,
-        OUT o_target integer, OUT o_quota integer[])
-    LANGUAGE plpgsql IMMUTABLE
-    AS $$
-DECLARE
-    j    integer;
-    room integer := 0;
-    need integer;
-    mv   integer;
-BEGIN
-    o_quota := p_quota;
-    FOR j IN 1 .. coalesce(cardinality(p_class), 0) LOOP
-        CONTINUE WHEN p_class[j] <> p_want;
-        room := room + p_quota[j] - p_used[j];
-        IF o_target IS NULL OR p_quota[j] - p_used[j] > p_quota[o_target] - p_used[o_target] THEN
-            o_target := j;
-        END IF;
-    END LOOP;
-    IF o_target IS NULL OR room < p_units THEN
-        o_target := NULL;
-        RETURN;
-    END IF;
-    FOR j IN 1 .. cardinality(p_class) LOOP
-        need := p_units - (o_quota[o_target] - p_used[o_target]);
-        EXIT WHEN need <= 0;
-        CONTINUE WHEN j = o_target OR p_class[j] <> p_want OR o_quota[j] - p_used[j] <= 0;
-        mv := least(need, o_quota[j] - p_used[j]);
-        o_quota[j] := o_quota[j] - mv;
-        o_quota[o_target] := o_quota[o_target] + mv;
-    END LOOP;
-END
-$$;
--- +goose StatementEnd
 
 -- +goose StatementBegin
 -- offer_freed offers the room of fare class p_class of flight p_flight to
@@ -247,4 +201,3 @@ $$;
 -- +goose Down
 DROP FUNCTION join_waitlist(bigint, text, bigint, integer, timestamptz, interval);
 DROP FUNCTION offer_freed(bigint, text, timestamptz, interval);
-DROP FUNCTION fare_allocate(text[], integer[], integer[], text, integer);
