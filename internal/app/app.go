@@ -163,7 +163,10 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	a.Life.PickupEarly = cfg.PickupEarly
 	a.Life.OnReleased = a.bookingReleased(o.Registry)
 	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, Queue: cfg.Protect})
-	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, cfg.SweepInterval, o.Registry)
+	// The sweeper looks at least once per the shortest hold time, so a hold
+	// made while it waits is not swept a whole interval after it ran out.
+	sweepEvery := min(cfg.SweepInterval, cfg.FlightHoldTTL, cfg.CarHoldTTL, cfg.WaitlistOfferTTL)
+	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, sweepEvery, o.Registry)
 	if err := a.wirePayments(cfg, o); err != nil {
 		a.Close() // the pool, and the replica and Redis surge opened
 		return nil, err

@@ -120,7 +120,7 @@ func (c *Config) settings() []setting {
 			v: duration(&c.HoldExtension, "10m", within("1s", "24h"))},
 		{env: "BERTH_WAITLIST_OFFER_TTL", flag: "waitlist-offer-ttl", def: "10m", help: "how long a waitlist offer's hold lasts (1s–24h)",
 			v: duration(&c.WaitlistOfferTTL, "10m", within("1s", "24h"))},
-		{env: "BERTH_SWEEP_INTERVAL", flag: "sweep-interval", def: "30s", help: "hold-expiry sweeper period (1s–24h)",
+		{env: "BERTH_SWEEP_INTERVAL", flag: "sweep-interval", def: "30s", help: "longest wait between hold-expiry sweeps; a sweep also starts when the earliest hold falls due (1s–24h)",
 			v: duration(&c.SweepInterval, "10m", within("1s", "24h"))},
 		{env: "BERTH_HOLD_LIMIT", flag: "hold-limit", def: "3/15m", help: "successful holds per customer per window, or `off` for none",
 			v: rate(&c.HoldLimit)},
