@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"berth.dev/berth/internal/booking"
 )
 
 // Roles.
@@ -61,13 +59,13 @@ var ErrInvalid = errors.New("invalid token")
 // library would. Any other header goes through the library's parser,
 // which refuses every algorithm but HS256. Both paths accept exactly the
 // same tokens (FuzzVerifyPathsAgree).
-func Verify(secret []byte, token string, now time.Time) (booking.Caller, error) {
+func Verify(secret []byte, token string, now time.Time) (Caller, error) {
 	c, err := verifyIssued(secret, token, now)
 	if errors.Is(err, errOtherHeader) {
 		c, err = verifyLibrary(secret, token, now)
 	}
 	if err != nil {
-		return booking.Caller{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return Caller{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return caller(c)
 }
@@ -128,13 +126,13 @@ func verifyLibrary(secret []byte, token string, now time.Time) (*claims, error) 
 }
 
 // caller checks the claims berth adds to a valid token.
-func caller(c *claims) (booking.Caller, error) {
+func caller(c *claims) (Caller, error) {
 	id, err := strconv.ParseInt(c.Subject, 10, 64)
 	if err != nil || id <= 0 {
-		return booking.Caller{}, fmt.Errorf("%w: subject %q is not a numeric id", ErrInvalid, c.Subject)
+		return Caller{}, fmt.Errorf("%w: subject %q is not a numeric id", ErrInvalid, c.Subject)
 	}
 	if !ValidRole(c.Role) {
-		return booking.Caller{}, fmt.Errorf("%w: unknown role %q", ErrInvalid, c.Role)
+		return Caller{}, fmt.Errorf("%w: unknown role %q", ErrInvalid, c.Role)
 	}
-	return booking.Caller{ID: id, Role: c.Role}, nil
+	return Caller{ID: id, Role: c.Role}, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/policy"
 )
@@ -213,21 +214,6 @@ func (b *Booking) View() View {
 	return v
 }
 
-// Caller is who asks: the token's subject and role.
-type Caller struct {
-	ID   int64
-	Role string // "customer", "host" or "admin"
-}
-
-// Admin reports whether c may act on any booking.
-func (c Caller) Admin() bool { return c.Role == "admin" }
-
-// Host reports whether c acts as a host (of their cars).
-func (c Caller) Host() bool { return c.Role == "host" }
-
-// Customer reports whether c acts as a customer (of their bookings).
-func (c Caller) Customer() bool { return c.Role == "customer" }
-
 // reaches is the condition (on booking columns, with $2 the caller's
 // role and $3 their id) that a booking is one the caller reaches in their
 // role: a customer their own bookings, a host the bookings of their cars,
@@ -255,7 +241,7 @@ func (b *Booking) AsOf(now time.Time) *Booking {
 // their role: its customer (customer token), the car's host (host token)
 // or an admin. Returns fault.NotFound otherwise, never revealing that it
 // exists.
-func Get(ctx context.Context, db Querier, caller Caller, id int64, now time.Time) (*Booking, error) {
+func Get(ctx context.Context, db Querier, caller auth.Caller, id int64, now time.Time) (*Booking, error) {
 	b, err := Scan(db.QueryRow(ctx, `SELECT `+Columns+` FROM booking
 		WHERE id = $1 AND `+reaches, id, caller.Role, caller.ID))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -271,7 +257,7 @@ func Get(ctx context.Context, db Querier, caller Caller, id int64, now time.Time
 // own, a host's cars', every one for an admin) as they read at now
 // (AsOf), newest first: at most limit, with ids below before when
 // before > 0.
-func List(ctx context.Context, db Querier, caller Caller, now time.Time, limit int, before int64) ([]*Booking, error) {
+func List(ctx context.Context, db Querier, caller auth.Caller, now time.Time, limit int, before int64) ([]*Booking, error) {
 	if before <= 0 {
 		before = 1<<63 - 1
 	}

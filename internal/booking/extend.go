@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
@@ -36,7 +37,7 @@ type Extender interface {
 // Returns fault.NotFound if the booking is not the caller's,
 // fault.InvalidState when it cannot be extended (not HELD, expired,
 // already extended, already at its start, or a waitlist waits).
-func (l *Lifecycle) Extend(ctx context.Context, db pg.Beginner, caller Caller, id int64, by time.Duration) (*Booking, error) {
+func (l *Lifecycle) Extend(ctx context.Context, db pg.Beginner, caller auth.Caller, id int64, by time.Duration) (*Booking, error) {
 	var out *Booking
 	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
 		now := l.Clock.Now()
@@ -70,7 +71,7 @@ func (l *Lifecycle) Extend(ctx context.Context, db pg.Beginner, caller Caller, i
 }
 
 // whyNotExtended tells the owner why booking id was not extended.
-func (l *Lifecycle) whyNotExtended(ctx context.Context, tx pgx.Tx, caller Caller, id int64, now time.Time) error {
+func (l *Lifecycle) whyNotExtended(ctx context.Context, tx pgx.Tx, caller auth.Caller, id int64, now time.Time) error {
 	var (
 		status           Status
 		expires, starts  time.Time

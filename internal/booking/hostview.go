@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"berth.dev/berth/internal/auth"
 )
 
 // HostFilter narrows a host's bookings; zero fields do not filter.
@@ -17,7 +19,7 @@ type HostFilter struct {
 // an admin; at most limit, with ids below before when before > 0. The
 // status filter sees the status as read at now: a hold that ran out is
 // EXPIRED, not HELD.
-func ListForHost(ctx context.Context, db Querier, caller Caller, f HostFilter, now time.Time, limit int, before int64) ([]*Booking, error) {
+func ListForHost(ctx context.Context, db Querier, caller auth.Caller, f HostFilter, now time.Time, limit int, before int64) ([]*Booking, error) {
 	if before <= 0 {
 		before = 1<<63 - 1
 	}

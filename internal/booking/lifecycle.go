@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/outbox"
@@ -141,7 +142,7 @@ const (
 // cancellation decides what cancelling b at now by caller does: HELD →
 // nothing to refund; CONFIRMED → by the booking's rule, or in full when the
 // host or an admin cancels. Returns fault.InvalidState for any other status.
-func cancellation(b *Booking, caller Caller, now time.Time) (Cancellation, error) {
+func cancellation(b *Booking, caller auth.Caller, now time.Time) (Cancellation, error) {
 	c := Cancellation{Booking: b, Reason: ByCustomer, At: now}
 	// The role decides: a customer token is the customer even when its
 	// id is also the car's host's.
@@ -174,7 +175,7 @@ func cancellation(b *Booking, caller Caller, now time.Time) (Cancellation, error
 //
 // Returns fault.NotFound if caller may not see the booking, fault.InvalidState
 // if it cannot be cancelled.
-func (l *Lifecycle) Quote(ctx context.Context, db Querier, caller Caller, id int64) (Cancellation, error) {
+func (l *Lifecycle) Quote(ctx context.Context, db Querier, caller auth.Caller, id int64) (Cancellation, error) {
 	now := l.Clock.Now()
 	b, err := Get(ctx, db, caller, id, now)
 	if err != nil {
@@ -191,7 +192,7 @@ func (l *Lifecycle) Quote(ctx context.Context, db Querier, caller Caller, id int
 //
 // Returns fault.NotFound if caller may not see the booking, fault.InvalidState
 // if it is in any other status.
-func (l *Lifecycle) Cancel(ctx context.Context, db pg.Beginner, caller Caller, id int64) (*Booking, error) {
+func (l *Lifecycle) Cancel(ctx context.Context, db pg.Beginner, caller auth.Caller, id int64) (*Booking, error) {
 	var out *Booking
 	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
 		now := l.Clock.Now()
@@ -406,7 +407,7 @@ func (l *Lifecycle) FailPayment(ctx context.Context, tx pgx.Tx, id int64) (*Book
 //
 // Returns fault.NotFound, fault.Forbidden or fault.InvalidState (outside
 // the window too, changing nothing).
-func (l *Lifecycle) Move(ctx context.Context, db pg.Beginner, caller Caller, id int64, from, to Status) (*Booking, error) {
+func (l *Lifecycle) Move(ctx context.Context, db pg.Beginner, caller auth.Caller, id int64, from, to Status) (*Booking, error) {
 	var out *Booking
 	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
 		now := l.Clock.Now()

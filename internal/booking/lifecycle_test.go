@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/fault"
@@ -122,7 +123,7 @@ func TestLifecycleTransitions(t *testing.T) {
 		start := apptest.Epoch.Add(time.Duration(i) * 40 * time.Minute)
 		s.Clock.Set(start)
 		customer := int64(100 + i)
-		caller := booking.Caller{ID: customer, Role: "customer"}
+		caller := auth.Caller{ID: customer, Role: "customer"}
 		id := s.Customer(customer).HoldSeats(t, flightID, "ECONOMY", seats[i]).BookingID
 
 		switch c.from {
@@ -190,7 +191,7 @@ func confirm(ctx context.Context, s *apptest.Server, id int64) error {
 }
 
 // get reads booking id as the customer's GET does, at the fake clock's time.
-func get(t *testing.T, s *apptest.Server, caller booking.Caller, id int64) *booking.Booking {
+func get(t *testing.T, s *apptest.Server, caller auth.Caller, id int64) *booking.Booking {
 	t.Helper()
 	b, err := booking.Get(context.Background(), s.App.Pool, caller, id, s.Clock.Now())
 	if err != nil {

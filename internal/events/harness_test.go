@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/events"
@@ -123,7 +124,7 @@ func (e *env) confirm(ctx context.Context, id int64) error {
 }
 
 func (e *env) cancel(ctx context.Context, id int64) error {
-	_, err := e.life.Cancel(ctx, e.pool, booking.Caller{ID: 1, Role: "admin"}, id)
+	_, err := e.life.Cancel(ctx, e.pool, auth.Caller{ID: 1, Role: "admin"}, id)
 	return err
 }
 

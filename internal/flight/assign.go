@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/pg"
@@ -30,7 +31,7 @@ func (s *Service) AssignSeats(ctx context.Context, customer, id int64, seats []s
 	var out *booking.Booking
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.clock.Now()
-		b, err := booking.Get(ctx, tx, booking.Caller{ID: customer, Role: "customer"}, id, now)
+		b, err := booking.Get(ctx, tx, auth.Caller{ID: customer, Role: auth.Customer}, id, now)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
@@ -107,7 +108,7 @@ func TestExtendRacesSweeperAtDeadline(t *testing.T) {
 	}
 	rs := apptest.Race(2*holds, func(i int) result {
 		if i%2 == 0 {
-			_, err := life.Extend(ctx, s.App.Pool, booking.Caller{ID: int64(100 + i/2), Role: "customer"}, ids[i/2], 5*time.Minute)
+			_, err := life.Extend(ctx, s.App.Pool, auth.Caller{ID: int64(100 + i/2), Role: "customer"}, ids[i/2], 5*time.Minute)
 			return result{extended: err == nil, err: err}
 		}
 		found, err := s.App.Life.ExpireOne(ctx, s.App.Pool)

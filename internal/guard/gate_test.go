@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/app/apptest"
-	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/pg/pgtest"
 )
@@ -124,7 +124,7 @@ func TestSoldOutHint(t *testing.T) {
 	// A seat comes back behind the API's back (the lifecycle called
 	// directly, as the payment webhook or another process would): the hint
 	// may still say sold_out, but for no longer than its second.
-	if _, err := s.App.Life.Cancel(context.Background(), s.App.Pool, booking.Caller{ID: 1, Role: "customer"}, first); err != nil {
+	if _, err := s.App.Life.Cancel(context.Background(), s.App.Pool, auth.Caller{ID: 1, Role: "customer"}, first); err != nil {
 		t.Fatal(err)
 	}
 	s.Clock.Advance(time.Second)

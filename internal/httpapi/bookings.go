@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
@@ -25,7 +26,7 @@ type createBookingRequest struct {
 	To    string `json:"to"`
 }
 
-func (s *Server) createBooking(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) createBooking(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	var req createBookingRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
@@ -71,7 +72,7 @@ func answerHold(w http.ResponseWriter, b *booking.Booking, err error) error {
 	return nil
 }
 
-func (s *Server) getBooking(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) getBooking(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	id, err := pathID(r, "booking")
 	if err != nil {
 		return err
@@ -84,7 +85,7 @@ func (s *Server) getBooking(w http.ResponseWriter, r *http.Request, c booking.Ca
 	return nil
 }
 
-func (s *Server) listBookings(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) listBookings(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	q := r.URL.Query()
 	limit, before, err := pageOf(q.Get("limit"), q.Get("before"))
 	if err != nil {
@@ -129,7 +130,7 @@ func writeBookings(w http.ResponseWriter, list []*booking.Booking) {
 	writeJSON(w, http.StatusOK, map[string]any{"bookings": out})
 }
 
-func (s *Server) cancelBooking(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) cancelBooking(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	id, err := pathID(r, "booking")
 	if err != nil {
 		return err

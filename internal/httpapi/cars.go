@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guard"
@@ -49,7 +50,7 @@ type createCarRequest struct {
 	Turnaround string `json:"turnaround"`
 }
 
-func (s *Server) createCar(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) createCar(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	var req createCarRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
@@ -72,7 +73,7 @@ func (s *Server) createCar(w http.ResponseWriter, r *http.Request, c booking.Cal
 	return nil
 }
 
-func (s *Server) getCar(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) getCar(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	id, err := pathID(r, "car")
 	if err != nil {
 		return err
@@ -88,7 +89,7 @@ func (s *Server) getCar(w http.ResponseWriter, r *http.Request, _ booking.Caller
 // searchCars answers GET /cars?city=&from=&to=, a page at a time: limit
 // (default 100, at most 500) cars in id order, after= the last id of the
 // previous page, and nextAfter in the answer while there may be more.
-func (s *Server) searchCars(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) searchCars(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	q := r.URL.Query()
 	sq := rental.SearchQuery{City: strings.ToUpper(q.Get("city"))}
 	var err error
@@ -144,7 +145,7 @@ func (s *Server) writeCars(w http.ResponseWriter, r *http.Request, res *rental.S
 
 // carCalendar answers GET /cars/{id}/calendar?from=&to= with the busy
 // times in from's offset.
-func (s *Server) carCalendar(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) carCalendar(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	id, err := pathID(r, "car")
 	if err != nil {
 		return err
@@ -176,7 +177,7 @@ func (s *Server) carCalendar(w http.ResponseWriter, r *http.Request, _ booking.C
 
 // createCarBooking is the car branch of POST /bookings: {"carId", "from",
 // "to"}, with a required Idempotency-Key.
-func (s *Server) createCarBooking(w http.ResponseWriter, r *http.Request, c booking.Caller, req createBookingRequest) error {
+func (s *Server) createCarBooking(w http.ResponseWriter, r *http.Request, c auth.Caller, req createBookingRequest) error {
 	if err := checkCarIdempotencyKey(r); err != nil {
 		return err
 	}
@@ -217,7 +218,7 @@ func checkCarIdempotencyKey(r *http.Request) error {
 // moveCarBooking hands a car over: pickup (CONFIRMED → ON_TRIP) or return
 // (ON_TRIP → COMPLETED), by the car's host or an admin.
 func (s *Server) moveCarBooking(from, to booking.Status) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 		id, err := pathID(r, "booking")
 		if err != nil {
 			return err

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
 	"berth.dev/berth/internal/policy"
@@ -54,7 +54,7 @@ func viewFlight(f *flight.Flight, admin bool) flightView {
 
 var airportRe = regexp.MustCompile(`^[A-Z]{3}$`)
 
-func (s *Server) searchFlights(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) searchFlights(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	q := r.URL.Query()
 	from, to := strings.ToUpper(q.Get("from")), strings.ToUpper(q.Get("to"))
 	switch {
@@ -97,7 +97,7 @@ func parseDate(v string) (time.Time, error) {
 	return date, nil
 }
 
-func (s *Server) getFlight(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) getFlight(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	id, err := pathID(r, "flight")
 	if err != nil {
 		return err
@@ -110,7 +110,7 @@ func (s *Server) getFlight(w http.ResponseWriter, r *http.Request, _ booking.Cal
 	return nil
 }
 
-func (s *Server) seatMap(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) seatMap(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	id, err := pathID(r, "flight")
 	if err != nil {
 		return err
@@ -146,7 +146,7 @@ type createFlightRequest struct {
 	} `json:"fares"`
 }
 
-func (s *Server) createFlight(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) createFlight(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	var req createFlightRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
@@ -185,7 +185,7 @@ func (s *Server) createFlight(w http.ResponseWriter, r *http.Request, _ booking.
 	return nil
 }
 
-func (s *Server) patchFare(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) patchFare(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	id, err := pathID(r, "flight")
 	if err != nil {
 		return err

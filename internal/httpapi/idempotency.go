@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/pg"
@@ -69,7 +70,7 @@ type storedAnswer struct {
 //
 // Keys belong to the caller: another caller's identical key is another key.
 func (s *Server) idempotent(mode Idempotency, h handlerFunc) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 		values := r.Header.Values(idempotencyHeader)
 		if len(values) == 0 {
 			if mode == KeyRequired {
@@ -155,7 +156,7 @@ func finalStatus(status int) bool {
 // request under the key, 409 while its first request runs. A key whose
 // request committed its effect but whose answer was lost is never run
 // again: once its lease is over, the answer is made from the effect.
-func (s *Server) claimKey(ctx context.Context, q keyedRequest, c booking.Caller) (string, *storedAnswer, error) {
+func (s *Server) claimKey(ctx context.Context, q keyedRequest, c auth.Caller) (string, *storedAnswer, error) {
 	// A row may vanish between the INSERT and the SELECT (its request ended
 	// without a final answer): then try again, a bounded number of times.
 	for range 3 {
@@ -226,7 +227,7 @@ func (s *Server) claimKey(ctx context.Context, q keyedRequest, c booking.Caller)
 // booking as it is now. A key whose effect names nothing it can answer
 // from stays 409 idempotency_key_in_use: running it again could make the
 // effect twice.
-func (s *Server) answerFromEffect(ctx context.Context, q keyedRequest, c booking.Caller, effect string) (*storedAnswer, error) {
+func (s *Server) answerFromEffect(ctx context.Context, q keyedRequest, c auth.Caller, effect string) (*storedAnswer, error) {
 	id, ok := booking.EffectBooking(effect)
 	if !ok || q.method != http.MethodPost || q.path != "/bookings" {
 		return nil, keyInUse()

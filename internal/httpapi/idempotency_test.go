@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/auth"
-	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guard"
@@ -42,7 +41,7 @@ func setupKeys(t *testing.T) *keyBundle {
 	b := &keyBundle{clock: clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))}
 	b.srv = New(Deps{Log: slog.New(slog.DiscardHandler), Clock: b.clock, Pool: pgtest.NewPool(t),
 		AuthSecret: testSecret, Registry: prometheus.NewRegistry()})
-	b.srv.handle(route("POST /t", roles(auth.Customer), guard.LaneOther, KeyOptional, func(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+	b.srv.handle(route("POST /t", roles(auth.Customer), guard.LaneOther, KeyOptional, func(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 		n := b.runs.Add(1)
 		if _, err := io.ReadAll(r.Body); err != nil {
 			return err
@@ -199,7 +198,7 @@ func TestKeyLeaseAndExpiry(t *testing.T) {
 	b.answer = created
 	// What a crashed owner leaves behind: a row without an answer.
 	q := keyedRequest{caller: 1, key: "crashed", method: http.MethodPost, path: "/t"}
-	lease, _, err := b.srv.claimKey(context.Background(), withHash(q, `{}`), booking.Caller{ID: 1})
+	lease, _, err := b.srv.claimKey(context.Background(), withHash(q, `{}`), auth.Caller{ID: 1})
 	if err != nil || lease == "" {
 		t.Fatalf("claim: %q %v", lease, err)
 	}

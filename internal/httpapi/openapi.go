@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/auth"
 )
 
 // openAPIDoc is the OpenAPI 3.1 description of every route of the server
@@ -27,7 +27,7 @@ var openAPIETag = func() string {
 // openAPI serves the document (GET /openapi.yaml). It changes only with the
 // binary: caches may keep it for an hour and revalidate with its ETag.
 // application/yaml is the registered YAML type (RFC 9512).
-func (s *Server) openAPI(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	w.Header().Set("Content-Type", "application/yaml")
 	w.Header().Set("Cache-Control", "public, max-age=3600")
 	w.Header().Set("ETag", openAPIETag)

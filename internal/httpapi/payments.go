@@ -4,10 +4,10 @@ import (
 	"io"
 	"net/http"
 
-	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/auth"
 )
 
-func (s *Server) startPayment(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) startPayment(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	id, err := pathID(r, "booking")
 	if err != nil {
 		return err
@@ -23,7 +23,7 @@ func (s *Server) startPayment(w http.ResponseWriter, r *http.Request, c booking.
 // paymentWebhook answers 200 to every validly signed delivery it
 // processed, duplicates included; 401 to a bad signature; 5xx (the gateway
 // retries) when processing failed.
-func (s *Server) paymentWebhook(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) paymentWebhook(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		return decodeError(err)

@@ -178,7 +178,7 @@ func (s *Server) table() []entry {
 
 // serve makes a handlerFunc of an http.Handler.
 func serve(h http.Handler) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 		h.ServeHTTP(w, r)
 		return nil
 	}

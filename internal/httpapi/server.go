@@ -102,7 +102,7 @@ var (
 func roles(r ...string) access { return r }
 
 // handlerFunc is a handler that returns its error for the server to answer.
-type handlerFunc func(w http.ResponseWriter, r *http.Request, c booking.Caller) error
+type handlerFunc func(w http.ResponseWriter, r *http.Request, c auth.Caller) error
 
 // handle registers e on the mux: the surge layers of its lane around
 // authentication and its handler, and its Idempotency-Key handling.
@@ -112,7 +112,7 @@ func (s *Server) handle(e entry) {
 		h = s.idempotent(e.Idempotency, h)
 	}
 	s.mux.HandleFunc(e.Pattern(), func(w http.ResponseWriter, r *http.Request) {
-		var c booking.Caller
+		var c auth.Caller
 		if err := s.Guard.AdmitAddress(r.Context(), lane, remoteHost(r)); err != nil {
 			s.writeError(w, r, err)
 			return
@@ -147,10 +147,10 @@ func (s *Server) handle(e entry) {
 	s.routes = append(s.routes, e.Route)
 }
 
-func (s *Server) authenticate(r *http.Request, who access) (booking.Caller, error) {
+func (s *Server) authenticate(r *http.Request, who access) (auth.Caller, error) {
 	token, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
-		return booking.Caller{}, fault.New(fault.Unauthenticated, "an Authorization: Bearer token is required")
+		return auth.Caller{}, fault.New(fault.Unauthenticated, "an Authorization: Bearer token is required")
 	}
 	verify := auth.Verify
 	if s.tokens != nil {
@@ -158,14 +158,14 @@ func (s *Server) authenticate(r *http.Request, who access) (booking.Caller, erro
 	}
 	c, err := verify(s.AuthSecret, token, s.Clock.Now())
 	if err != nil {
-		return booking.Caller{}, &fault.Error{Code: fault.Unauthenticated, Detail: "the bearer token is invalid or expired", Err: err}
+		return auth.Caller{}, &fault.Error{Code: fault.Unauthenticated, Detail: "the bearer token is invalid or expired", Err: err}
 	}
 	for _, role := range who {
 		if c.Role == role {
 			return c, nil
 		}
 	}
-	return booking.Caller{}, fault.New(fault.Forbidden, "this needs the role %s", strings.Join(who, " or "))
+	return auth.Caller{}, fault.New(fault.Forbidden, "this needs the role %s", strings.Join(who, " or "))
 }
 
 // bearer returns the token of an Authorization header of the Bearer
@@ -258,7 +258,7 @@ func (d discard) Header() http.Header       { return d.h }
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 func (discard) WriteHeader(int)             {}
 
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ booking.Caller) error {
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ auth.Caller) error {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	return nil
 }
@@ -268,7 +268,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ booking.Calle
 // balancer keeps the process.
 var ErrDegraded = errors.New("degraded")
 
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	checks := map[string]func(context.Context) error{"database": s.Pool.Ping}

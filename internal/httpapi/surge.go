@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
 	"berth.dev/berth/internal/guard"
@@ -19,7 +19,7 @@ import (
 // clientKey is whom the per-client request limit counts a request against:
 // the token's subject, else the client's address. (Routes of LaneNone, the
 // gateway's signed webhook among them, are not limited at all.)
-func clientKey(r *http.Request, c booking.Caller, who access) string {
+func clientKey(r *http.Request, c auth.Caller, who access) string {
 	if who != nil {
 		return "sub:" + strconv.FormatInt(c.ID, 10)
 	}
@@ -37,7 +37,7 @@ func remoteHost(r *http.Request) string {
 }
 
 // holdIntent describes a validated flight hold to the guard.
-func holdIntent(r *http.Request, c booking.Caller, hr flight.HoldRequest) guard.Intent {
+func holdIntent(r *http.Request, c auth.Caller, hr flight.HoldRequest) guard.Intent {
 	return guard.Intent{Customer: c.ID, FlightID: hr.FlightID, FareClass: hr.FareClass, Seats: hr.Seats, Units: hr.Units(),
 		Token: r.Header.Get("Waiting-Room-Token")}
 }
@@ -48,7 +48,7 @@ type roomView struct {
 }
 
 // patchFlight changes a flight's settings: today its waiting room.
-func (s *Server) patchFlight(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) patchFlight(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	id, err := pathID(r, "flight")
 	if err != nil {
 		return err
@@ -91,7 +91,7 @@ func (s *Server) patchFlight(w http.ResponseWriter, r *http.Request, _ booking.C
 
 // waitingRoom tells a customer where their ticket stands, and hands out the
 // admission token once it is their turn.
-func (s *Server) waitingRoom(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) waitingRoom(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	st, err := s.Guard.Room.Status(r.Context(), c.ID, r.PathValue("ticket"))
 	if err != nil {
 		return err

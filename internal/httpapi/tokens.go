@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/auth"
-	"berth.dev/berth/internal/booking"
 )
 
 // tokenCache remembers bearer tokens already verified, so that a client
@@ -23,7 +22,7 @@ type tokenCache struct {
 }
 
 type cachedToken struct {
-	caller  booking.Caller
+	caller  auth.Caller
 	expires time.Time
 }
 
@@ -33,7 +32,7 @@ const maxCachedTokens = 100_000
 func newTokenCache() *tokenCache { return &tokenCache{m: make(map[string]cachedToken)} }
 
 // verify returns who token speaks for, as auth.Verify would at now.
-func (tc *tokenCache) verify(secret []byte, token string, now time.Time) (booking.Caller, error) {
+func (tc *tokenCache) verify(secret []byte, token string, now time.Time) (auth.Caller, error) {
 	tc.mu.Lock()
 	e, ok := tc.m[token]
 	tc.mu.Unlock()

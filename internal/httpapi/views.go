@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/fault"
@@ -20,7 +21,7 @@ import (
 // airports answers GET /airports: every airport with its time zone, which
 // the app shows departure times in. It changes only when an operator adds
 // an airport.
-func (s *Server) airports(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) airports(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	list, err := s.Flights.Airports(r.Context())
 	if err != nil {
 		return err
@@ -32,7 +33,7 @@ func (s *Server) airports(w http.ResponseWriter, r *http.Request, _ booking.Call
 
 // cities answers GET /cities: the cities cars are rented in, with the time
 // zone a car's times are shown in.
-func (s *Server) cities(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) cities(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	list, err := s.Cars.Cities(r.Context())
 	if err != nil {
 		return err
@@ -44,7 +45,7 @@ func (s *Server) cities(w http.ResponseWriter, r *http.Request, _ booking.Caller
 
 // hostCars answers GET /host/cars: a host's own cars (an admin's: all), a
 // page at a time like GET /cars (limit, after, nextAfter).
-func (s *Server) hostCars(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) hostCars(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	limit, after, err := carPageOf(r.URL.Query())
 	if err != nil {
 		return err
@@ -63,7 +64,7 @@ func (s *Server) hostCars(w http.ResponseWriter, r *http.Request, c booking.Call
 
 // hostBookings answers GET /host/bookings?status=&carId=: the bookings of
 // a host's cars (an admin's: all), newest first, paged like GET /bookings.
-func (s *Server) hostBookings(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) hostBookings(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	q := r.URL.Query()
 	limit, before, err := pageOf(q.Get("limit"), q.Get("before"))
 	if err != nil {
@@ -115,7 +116,7 @@ func (s *Server) adminViews(ctx context.Context, flights []*flight.Flight) ([]ad
 // adminFlights answers GET /admin/flights?from=&to=&date=&limit=: the
 // flights departing on date (without one: from now on), soonest first,
 // with their counters.
-func (s *Server) adminFlights(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) adminFlights(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	q := r.URL.Query()
 	lq := flight.ListQuery{From: strings.ToUpper(q.Get("from")), To: strings.ToUpper(q.Get("to")), Limit: 50}
 	switch {
@@ -149,7 +150,7 @@ func (s *Server) adminFlights(w http.ResponseWriter, r *http.Request, _ booking.
 }
 
 // adminFlight answers GET /admin/flights/{id}.
-func (s *Server) adminFlight(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) adminFlight(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	id, err := pathID(r, "flight")
 	if err != nil {
 		return err
@@ -169,7 +170,7 @@ func (s *Server) adminFlight(w http.ResponseWriter, r *http.Request, _ booking.C
 
 // adminEvents answers GET /admin/events: the outbox's backlog and each
 // consumer's lag.
-func (s *Server) adminEvents(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) adminEvents(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	st, err := events.ReadStatus(r.Context(), s.Pool, s.Consumers, s.Clock.Now())
 	if err != nil {
 		return err
@@ -191,7 +192,7 @@ func (s *Server) adminEvents(w http.ResponseWriter, r *http.Request, _ booking.C
 
 // lastAudit answers GET /admin/audit: the last recorded audit, by
 // `berth audit` or POST /admin/audit; 404 when none ran yet.
-func (s *Server) lastAudit(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) lastAudit(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	rep, ok, err := audit.Last(r.Context(), s.Pool)
 	if err != nil {
 		return err
@@ -206,7 +207,7 @@ func (s *Server) lastAudit(w http.ResponseWriter, r *http.Request, _ booking.Cal
 
 // runAudit answers POST /admin/audit: it checks the invariants now, as
 // `berth audit` does, records the result and answers it.
-func (s *Server) runAudit(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) runAudit(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	o := s.Audit
 	o.Now = s.Clock.Now()
 	results, err := audit.Run(r.Context(), s.Pool, o)
@@ -222,7 +223,7 @@ func (s *Server) runAudit(w http.ResponseWriter, r *http.Request, _ booking.Call
 
 // refundQuote answers GET /bookings/{id}/refund-quote: what cancelling now
 // would refund, from the very function the cancellation uses.
-func (s *Server) refundQuote(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) refundQuote(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	id, err := pathID(r, "booking")
 	if err != nil {
 		return err
@@ -242,7 +243,7 @@ func (s *Server) refundQuote(w http.ResponseWriter, r *http.Request, c booking.C
 // bookingEvents answers GET /bookings/{id}/events: the booking's events
 // that the outbox still keeps, in the order they happened, to whoever may
 // see the booking.
-func (s *Server) bookingEvents(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) bookingEvents(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	id, err := pathID(r, "booking")
 	if err != nil {
 		return err

@@ -4,12 +4,12 @@ import (
 	"net/http"
 	"time"
 
-	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
 )
 
-func (s *Server) extendBooking(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) extendBooking(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	id, err := pathID(r, "booking")
 	if err != nil {
 		return err
@@ -22,7 +22,7 @@ func (s *Server) extendBooking(w http.ResponseWriter, r *http.Request, c booking
 	return nil
 }
 
-func (s *Server) assignSeats(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) assignSeats(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	id, err := pathID(r, "booking")
 	if err != nil {
 		return err
@@ -61,7 +61,7 @@ func viewWait(e *flight.WaitEntry) waitView {
 		Position: e.Position, Status: e.Status, BookingID: e.BookingID, CreatedAt: e.CreatedAt.UTC()}
 }
 
-func (s *Server) joinWaitlist(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) joinWaitlist(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	id, err := pathID(r, "flight")
 	if err != nil {
 		return err
@@ -84,7 +84,7 @@ func (s *Server) joinWaitlist(w http.ResponseWriter, r *http.Request, c booking.
 	return nil
 }
 
-func (s *Server) listWaitlist(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) listWaitlist(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	list, err := s.Flights.Waitlist(r.Context(), c.ID)
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func (s *Server) listWaitlist(w http.ResponseWriter, r *http.Request, c booking.
 	return nil
 }
 
-func (s *Server) leaveWaitlist(w http.ResponseWriter, r *http.Request, c booking.Caller) error {
+func (s *Server) leaveWaitlist(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 	id, err := pathID(r, "waitlist entry")
 	if err != nil {
 		return err

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/auth"
-	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/web"
 )
@@ -87,11 +86,11 @@ func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request, name string)
 
 // appShell serves index.html for / and every /app/... path: the app reads
 // the path and shows the page it names.
-func (s *Server) appShell(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) appShell(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	return s.serveAsset(w, r, "index.html")
 }
 
-func (s *Server) asset(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) asset(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	name := strings.TrimPrefix(r.URL.Path, "/assets/")
 	if name == "index.html" || name == "" {
 		return fault.New(fault.NotFound, "no such resource: %s", r.URL.Path)
@@ -126,7 +125,7 @@ var devLoginTmpl = template.Must(template.New("login").Parse(`<!doctype html>
 // signs the browser in: the page stores a token for them in sessionStorage
 // and goes on to next (a path of the app; by default the role's home).
 // Without them it shows a form.
-func (s *Server) devLogin(w http.ResponseWriter, r *http.Request, _ booking.Caller) error {
+func (s *Server) devLogin(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	q := r.URL.Query()
 	data := map[string]any{}
 	if q.Has("role") || q.Has("sub") {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
@@ -96,7 +97,7 @@ type Charge struct {
 // Returns fault.NotFound unless caller owns the booking, fault.HoldExpired
 // for an expired hold, fault.InvalidState for a booking that is not held,
 // fault.Overloaded when the gateway is unavailable.
-func (s *Service) StartCharge(ctx context.Context, caller booking.Caller, id int64) (*Charge, error) {
+func (s *Service) StartCharge(ctx context.Context, caller auth.Caller, id int64) (*Charge, error) {
 	var (
 		c        Charge
 		amount   int64

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"berth.dev/berth/internal/auth"
 	"github.com/jackc/pgx/v5"
-
-	"berth.dev/berth/internal/booking"
 )
 
 // City is a city cars are rented in, with the time zone a car's times are
@@ -55,7 +54,7 @@ func (s *Service) Zone(ctx context.Context, city string) *time.Location {
 // HostCars returns a page of the cars caller may manage, in id order: a
 // host's own, or every car for an admin; at most limit with ids above
 // after. More says a next page may hold more.
-func (s *Service) HostCars(ctx context.Context, caller booking.Caller, limit int, after int64) (*SearchResult, error) {
+func (s *Service) HostCars(ctx context.Context, caller auth.Caller, limit int, after int64) (*SearchResult, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+carColumns+` FROM car
 		WHERE ($1 OR host_id = $2) AND id > $3 ORDER BY id LIMIT $4`, caller.Admin(), caller.ID, after, limit+1)
 	if err != nil {
