@@ -28,6 +28,7 @@ import (
 	"berth.dev/berth/internal/flight"
 	"berth.dev/berth/internal/guard"
 	"berth.dev/berth/internal/httpapi"
+	"berth.dev/berth/internal/idempotency"
 	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/payment/paysim"
@@ -75,7 +76,9 @@ type App struct {
 	// calling Sweeper.Pass themselves turn it off.
 	RunSweeper bool
 	API        *httpapi.Server
-	Registry   *prometheus.Registry
+	// Keys stores idempotency keys; its janitor runs in Run.
+	Keys     *idempotency.Store
+	Registry *prometheus.Registry
 
 	// Payments takes and refunds money; Refunds is its consumer of
 	// refund.requested events. PaySim is the built-in gateway simulator,
@@ -179,8 +182,9 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	for name, check := range a.eventChecks() {
 		ready[name] = check
 	}
+	a.Keys = idempotency.New(pool, o.Clock, o.Log)
 	a.API = httpapi.New(httpapi.Deps{
-		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Cars: cars, Lifecycle: a.Life,
+		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Cars: cars, Lifecycle: a.Life, Keys: a.Keys,
 		HoldExtension: cfg.HoldExtension, AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry, Guard: a.Guard, Ready: ready,
 		Payments: a.Payments, PaySim: a.paySimHandler(),
 		Consumers: a.Events.Consumers(), Dev: o.Dev,

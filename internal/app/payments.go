@@ -64,7 +64,7 @@ func (a *App) runPayments(ctx context.Context, wg *sync.WaitGroup, addr net.Addr
 		a.PaySim.SetWebhookURL(a.Payments.WebhookURL())
 		wg.Go(func() { a.PaySim.Run(ctx) })
 	}
-	wg.Go(func() { a.API.RunKeyJanitor(ctx, 10*time.Minute) })
+	wg.Go(func() { a.Keys.RunJanitor(ctx, 10*time.Minute) })
 }
 
 // reachable turns a listen address into one to connect to: an unspecified

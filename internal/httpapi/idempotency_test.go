@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guard"
+	"berth.dev/berth/internal/idempotency"
 	"berth.dev/berth/internal/pg/pgtest"
 )
 
@@ -27,6 +28,7 @@ import (
 // handler the test scripts.
 type keyBundle struct {
 	srv   *Server
+	keys  *idempotency.Store
 	url   string
 	clock *clock.Fake
 	runs  atomic.Int64
@@ -39,7 +41,9 @@ var testSecret = []byte("idempotency-test-secret-0123")
 func setupKeys(t *testing.T) *keyBundle {
 	t.Helper()
 	b := &keyBundle{clock: clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))}
-	b.srv = New(Deps{Log: slog.New(slog.DiscardHandler), Clock: b.clock, Pool: pgtest.NewPool(t),
+	pool := pgtest.NewPool(t)
+	b.keys = idempotency.New(pool, b.clock, slog.New(slog.DiscardHandler))
+	b.srv = New(Deps{Log: slog.New(slog.DiscardHandler), Clock: b.clock, Pool: pool, Keys: b.keys,
 		AuthSecret: testSecret, Registry: prometheus.NewRegistry()})
 	b.srv.handle(route("POST /t", roles(auth.Customer), guard.LaneOther, KeyOptional, func(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 		n := b.runs.Add(1)
@@ -197,15 +201,15 @@ func TestKeyLeaseAndExpiry(t *testing.T) {
 	b := setupKeys(t)
 	b.answer = created
 	// What a crashed owner leaves behind: a row without an answer.
-	q := keyedRequest{caller: 1, key: "crashed", method: http.MethodPost, path: "/t"}
-	lease, _, err := b.srv.claimKey(context.Background(), withHash(q, `{}`), auth.Caller{ID: 1})
+	q := idempotency.NewRequest(1, "crashed", http.MethodPost, "/t", []byte(`{}`))
+	lease, _, err := b.keys.Claim(context.Background(), q, nil)
 	if err != nil || lease == "" {
 		t.Fatalf("claim: %q %v", lease, err)
 	}
 	if resp, _ := b.post(t, 1, "crashed", `{}`); resp.StatusCode != http.StatusConflict {
 		t.Errorf("during the lease: %d, want 409", resp.StatusCode)
 	}
-	b.clock.Advance(keyLease)
+	b.clock.Advance(idempotency.Lease)
 	if resp, _ := b.post(t, 1, "crashed", `{"other":1}`); resp.StatusCode != http.StatusUnprocessableEntity {
 		t.Errorf("another request after the lease: %d, want 422", resp.StatusCode)
 	}
@@ -213,29 +217,24 @@ func TestKeyLeaseAndExpiry(t *testing.T) {
 		t.Errorf("the same request after the lease: %d, want 201", resp.StatusCode)
 	}
 	// The late owner's answer must not overwrite the new owner's.
-	b.srv.settleKey(q, lease, &storedAnswer{Status: 500})
+	b.keys.Settle(q, lease, &idempotency.Answer{Status: 500})
 	if resp, body := b.post(t, 1, "crashed", `{}`); resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("replay after a stale owner settled: %d %s", resp.StatusCode, body)
 	}
 
-	b.clock.Advance(keyTTL)
+	b.clock.Advance(idempotency.TTL)
 	resp, body := b.post(t, 1, "crashed", `{"new":"body"}`)
 	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
 		t.Errorf("after 24h with another body: %d %s, want a fresh 201", resp.StatusCode, body)
 	}
-	n, err := b.srv.PurgeIdempotencyKeys(context.Background(), 100)
+	n, err := b.keys.Purge(context.Background(), 100)
 	if err != nil || n != 0 {
 		t.Errorf("purge of live keys: %d %v, want 0", n, err)
 	}
-	b.clock.Advance(keyTTL)
-	if n, err := b.srv.PurgeIdempotencyKeys(context.Background(), 100); err != nil || n != 1 {
+	b.clock.Advance(idempotency.TTL)
+	if n, err := b.keys.Purge(context.Background(), 100); err != nil || n != 1 {
 		t.Errorf("purge after 24h: %d %v, want 1", n, err)
 	}
-}
-
-func withHash(q keyedRequest, body string) keyedRequest {
-	q.hash = sha256Sum([]byte(body))
-	return q
 }
 
 // Malformed keys are refused before anything runs.

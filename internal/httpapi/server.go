@@ -24,18 +24,21 @@ import (
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/flight"
 	"berth.dev/berth/internal/guard"
+	"berth.dev/berth/internal/idempotency"
 	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/rental"
 )
 
 // Deps is what the API serves from.
 type Deps struct {
-	Log        *slog.Logger
-	Clock      clock.Clock
-	Pool       *pgxpool.Pool
-	Flights    *flight.Service
-	Cars       *rental.Service
-	Lifecycle  *booking.Lifecycle
+	Log       *slog.Logger
+	Clock     clock.Clock
+	Pool      *pgxpool.Pool
+	Flights   *flight.Service
+	Cars      *rental.Service
+	Lifecycle *booking.Lifecycle
+	// Keys stores the answers of requests made under an Idempotency-Key.
+	Keys       *idempotency.Store
 	AuthSecret []byte
 	// HoldExtension is what POST /bookings/{id}/extend adds to a hold
 	// (BERTH_HOLD_EXTENSION; default 5m).

@@ -1,0 +1,291 @@
+// Package idempotency keeps the answers of requests made under an
+// Idempotency-Key (docs/api.md; the IETF Idempotency-Key draft and
+// Stripe's practice): who runs a key, the answer stored for replay, and the
+// janitor that deletes keys whose 24 hours are over. The HTTP middleware
+// that reads the header and replays answers is in internal/httpapi.
+//
+// The database decides who runs a key: the first INSERT of (caller, key)
+// wins, a concurrent one waits on the unique index for it to commit and
+// then answers 409 idempotency_key_in_use (docs/invariants.md race 3),
+// never a 500.
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/fault"
+)
+
+const (
+	// TTL is how long an answer is kept and replayed.
+	TTL = 24 * time.Hour
+	// Lease is how long a running request keeps its key: a process that
+	// died mid-request lets a retry take over after it. The request's own
+	// work is bounded below it (WorkTime), so a live owner never outlasts
+	// its lease.
+	Lease    = time.Minute
+	WorkTime = Lease - 10*time.Second
+)
+
+// Request identifies a request under an idempotency key.
+type Request struct {
+	Caller       int64
+	Key          string
+	Method, Path string
+	Hash         []byte // SHA-256 of the body
+}
+
+// NewRequest returns the request of caller under key, identified by its
+// method, path and body.
+func NewRequest(caller int64, key, method, path string, body []byte) Request {
+	sum := sha256.Sum256(body)
+	return Request{Caller: caller, Key: key, Method: method, Path: path, Hash: sum[:]}
+}
+
+// Answer is a final answer kept for replay.
+type Answer struct {
+	Status  int
+	Headers map[string]string
+	Body    []byte
+}
+
+// Store keeps idempotency keys in PostgreSQL.
+type Store struct {
+	pool  *pgxpool.Pool
+	clock clock.Clock
+	log   *slog.Logger
+}
+
+// New returns the store of keys in pool.
+func New(pool *pgxpool.Pool, c clock.Clock, log *slog.Logger) *Store {
+	return &Store{pool: pool, clock: c, log: log}
+}
+
+// FromEffect makes the answer of a key whose request committed effect
+// (pg.RecordEffect) but whose answer was lost, or returns a fault, such as
+// KeyInUse, when it cannot answer from that effect.
+type FromEffect func(ctx context.Context, effect string) (*Answer, error)
+
+// Claim makes this request the owner of its key and returns its lease,
+// or returns the stored answer to replay, or a fault: 422 for a different
+// request under the key, 409 while its first request runs. A key whose
+// request committed its effect but whose answer was lost is never run
+// again: once its lease is over, the answer is made by fromEffect and
+// stored.
+func (s *Store) Claim(ctx context.Context, q Request, fromEffect FromEffect) (string, *Answer, error) {
+	// A row may vanish between the INSERT and the SELECT (its request ended
+	// without a final answer): then try again, a bounded number of times.
+	for range 3 {
+		now := s.clock.Now()
+		var lease string
+		// The first INSERT wins. A row whose 24 hours are over is taken over
+		// by any request; a row whose owner died (lease over, no answer) by
+		// the same request only.
+		err := s.pool.QueryRow(ctx, `INSERT INTO idempotency_key AS k
+				(caller_id, idem_key, method, path, request_hash, lease, locked_until, created_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5, gen_random_uuid(), $7, $6, $8)
+			ON CONFLICT (caller_id, idem_key) DO UPDATE SET
+				method = EXCLUDED.method, path = EXCLUDED.path, request_hash = EXCLUDED.request_hash,
+				lease = EXCLUDED.lease, locked_until = EXCLUDED.locked_until,
+				response_status = NULL, response_headers = NULL, response_body = NULL, effect = NULL,
+				created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+			WHERE k.expires_at <= $6
+			   OR (k.response_status IS NULL AND k.locked_until <= $6 AND k.effect IS NULL
+			       AND k.method = EXCLUDED.method AND k.path = EXCLUDED.path AND k.request_hash = EXCLUDED.request_hash)
+			RETURNING lease::text`,
+			q.Caller, q.Key, q.Method, q.Path, q.Hash, now, now.Add(Lease), now.Add(TTL)).Scan(&lease)
+		if err == nil {
+			return lease, nil, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return "", nil, fmt.Errorf("claim idempotency key: %w", err)
+		}
+		var (
+			method, path string
+			hash         []byte
+			status       *int
+			headers      map[string]string
+			body         []byte
+			effect       *string
+			lockedUntil  *time.Time
+		)
+		err = s.pool.QueryRow(ctx, `SELECT method, path, request_hash, response_status, response_headers, response_body,
+				effect, locked_until
+			FROM idempotency_key WHERE caller_id = $1 AND idem_key = $2`, q.Caller, q.Key).
+			Scan(&method, &path, &hash, &status, &headers, &body, &effect, &lockedUntil)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("read idempotency key: %w", err)
+		}
+		if method != q.Method || path != q.Path || !bytes.Equal(hash, q.Hash) {
+			return "", nil, fault.New(fault.IdempotencyKeyReused,
+				"this Idempotency-Key was used for a different request (%s %s or another body)", method, path)
+		}
+		if status == nil && effect != nil && lockedUntil != nil && !lockedUntil.After(now) {
+			a, err := s.answerFromEffect(ctx, q, *effect, fromEffect)
+			if err != nil {
+				return "", nil, err
+			}
+			return "", a, nil
+		}
+		if status == nil {
+			return "", nil, KeyInUse()
+		}
+		return "", &Answer{Status: *status, Headers: headers, Body: body}, nil
+	}
+	return "", nil, KeyInUse()
+}
+
+// answerFromEffect makes the answer of a key whose request committed effect
+// but whose answer was lost, and stores it.
+func (s *Store) answerFromEffect(ctx context.Context, q Request, effect string, fromEffect FromEffect) (*Answer, error) {
+	a, err := fromEffect(ctx, effect)
+	if err != nil {
+		return nil, err
+	}
+	headers, err := json.Marshal(a.Headers)
+	if err != nil {
+		return nil, fmt.Errorf("answer idempotency key: %w", err)
+	}
+	// Whoever stores it first wins; the answer is the same either way.
+	if _, err := s.pool.Exec(ctx, `UPDATE idempotency_key
+			SET response_status = $4, response_headers = $5, response_body = $6, lease = NULL, locked_until = NULL
+			WHERE caller_id = $1 AND idem_key = $2 AND effect = $3 AND response_status IS NULL`,
+		q.Caller, q.Key, effect, a.Status, headers, a.Body); err != nil {
+		return nil, fmt.Errorf("store the answer of idempotency key: %w", err)
+	}
+	s.log.Warn("idempotency key answered from its effect (its answer had been lost)", "caller", q.Caller, "effect", effect)
+	return a, nil
+}
+
+// KeyInUse is the fault of a key whose first request still runs.
+func KeyInUse() error {
+	return &fault.Error{Code: fault.IdempotencyKeyInUse, RetryAfter: time.Second,
+		Detail: "a request with this Idempotency-Key is still being processed; retry later"}
+}
+
+// settleFirst bounds the attempt made before the client is answered;
+// settleTime bounds how long Settle then keeps trying in the background,
+// and settleRetry is the first pause between those attempts, doubled each
+// time.
+const (
+	settleFirst = 2 * time.Second
+	settleTime  = 30 * time.Second
+	settleRetry = 50 * time.Millisecond
+)
+
+// Settle stores the answer under the key, or, with a nil answer, releases
+// the key so that a retry runs again; a key whose effect committed is not
+// released but its lease ended, so that the retry is answered from the
+// effect. It acts only while this request still holds the lease.
+//
+// It runs on a context of its own, free of the request's deadlines and of
+// the connection-wait budget of load shedding. When its first attempt
+// fails (the database is busy or away) the client is answered anyway and
+// the key settled in the background, for a while: a key left leased would
+// answer 409 until its lease ends. If that fails too, the effect recorded
+// with the key keeps a retry from running the request again.
+func (s *Store) Settle(q Request, lease string, a *Answer) {
+	var headers []byte
+	if a != nil {
+		var err error
+		if headers, err = json.Marshal(a.Headers); err != nil {
+			s.log.Error("settle idempotency key", "caller", q.Caller, "path", q.Path, "err", err)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleFirst)
+	err := s.settleOnce(ctx, q, lease, a, headers)
+	cancel()
+	if err == nil {
+		return
+	}
+	s.log.Warn("settle idempotency key: trying again in the background", "caller", q.Caller, "path", q.Path, "err", err)
+	go s.settleLater(q, lease, a, headers)
+}
+
+func (s *Store) settleLater(q Request, lease string, a *Answer, headers []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTime)
+	defer cancel()
+	pause := settleRetry
+	for {
+		select {
+		case <-ctx.Done():
+			s.log.Error("settle idempotency key: gave up", "caller", q.Caller, "path", q.Path)
+			return
+		case <-time.After(pause):
+		}
+		if err := s.settleOnce(ctx, q, lease, a, headers); err == nil {
+			return
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+func (s *Store) settleOnce(ctx context.Context, q Request, lease string, a *Answer, headers []byte) error {
+	if a != nil {
+		_, err := s.pool.Exec(ctx, `UPDATE idempotency_key
+			SET response_status = $4, response_headers = $5, response_body = $6, lease = NULL, locked_until = NULL
+			WHERE caller_id = $1 AND idem_key = $2 AND lease = $3`,
+			q.Caller, q.Key, lease, a.Status, headers, a.Body)
+		return err
+	}
+	_, err := s.pool.Exec(ctx, `WITH released AS (
+			DELETE FROM idempotency_key WHERE caller_id = $1 AND idem_key = $2 AND lease = $3 AND effect IS NULL)
+		UPDATE idempotency_key SET locked_until = $4
+			WHERE caller_id = $1 AND idem_key = $2 AND lease = $3 AND effect IS NOT NULL`,
+		q.Caller, q.Key, lease, s.clock.Now())
+	return err
+}
+
+// Purge deletes up to limit keys whose 24 hours are over and returns how
+// many it deleted.
+func (s *Store) Purge(ctx context.Context, limit int) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM idempotency_key WHERE ctid = ANY (ARRAY(
+		SELECT ctid FROM idempotency_key WHERE expires_at <= $1 LIMIT $2))`, s.clock.Now(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("purge idempotency keys: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// RunJanitor purges expired keys every interval until ctx ends, in bounded
+// batches.
+func (s *Store) RunJanitor(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for range 100 {
+			passCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			n, err := s.Purge(passCtx, 1000)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Error("purge idempotency keys", "err", err)
+				}
+				break
+			}
+			if n < 1000 {
+				break
+			}
+		}
+	}
+}
