@@ -116,7 +116,7 @@ func (e *env) runInProcess(t testing.TB, d *events.Dispatcher, relays int, consu
 	var wg sync.WaitGroup
 	for range relays {
 		r := &outbox.Relay{DB: e.pool, Pub: events.InProcess{D: d, Consumers: consumers}, Clock: e.clock, Log: e.log,
-			PollInterval: 20 * time.Millisecond, LanesPerPass: 4, BatchSize: 100, MaxBackoff: 50 * time.Millisecond}
+			PollInterval: 20 * time.Millisecond, StreamsPerPass: 4, BatchSize: 100, MaxBackoff: 50 * time.Millisecond}
 		if tweak != nil {
 			tweak(r)
 		}

@@ -88,7 +88,7 @@ func (e *env) runKafka(t testing.TB, c *cluster, d *events.Dispatcher, relays in
 			}, e.log)
 		})
 		r := &outbox.Relay{DB: e.pool, Pub: k, Clock: e.clock, Log: e.log, Wake: wake, PollInterval: 200 * time.Millisecond,
-			LanesPerPass: 4, BatchSize: 200, PassTimeout: 5 * time.Second, MaxBackoff: 200 * time.Millisecond}
+			StreamsPerPass: 4, BatchSize: 200, PassTimeout: 5 * time.Second, MaxBackoff: 200 * time.Millisecond}
 		if tweak != nil {
 			tweak(r)
 		}

@@ -66,9 +66,9 @@ func TestMeasureRelayThroughputAndLatency(t *testing.T) {
 			start := time.Now()
 			var stop func()
 			if mode == "kafka" {
-				stop = e.runKafka(t, newCluster(t), d, 1, []events.Consumer{s}, func(r *outbox.Relay) { r.LanesPerPass = 64; r.BatchSize = 1000 })
+				stop = e.runKafka(t, newCluster(t), d, 1, []events.Consumer{s}, func(r *outbox.Relay) { r.StreamsPerPass = 64; r.BatchSize = 1000 })
 			} else {
-				stop = e.runInProcess(t, d, 1, []events.Consumer{s}, func(r *outbox.Relay) { r.LanesPerPass = 64; r.BatchSize = 1000 })
+				stop = e.runInProcess(t, d, 1, []events.Consumer{s}, func(r *outbox.Relay) { r.StreamsPerPass = 64; r.BatchSize = 1000 })
 			}
 			// The relay alone: until the outbox is empty (Kafka: acked).
 			for {

@@ -28,10 +28,10 @@ type Settings struct {
 	KafkaGroupPrefix string // default "berth-"
 	// Relays is how many relays this process runs (several processes may
 	// each run theirs).
-	Relays       int
-	PollInterval time.Duration
-	BatchSize    int
-	LanesPerPass int
+	Relays         int
+	PollInterval   time.Duration
+	BatchSize      int
+	StreamsPerPass int
 	// PublishTimeout bounds one relay pass, publishing included.
 	PublishTimeout time.Duration
 	// Workers is how many bookings the in-process consumers (or one Kafka
@@ -121,7 +121,7 @@ func NewWorker(pool *pgxpool.Pool, s Settings, consumers []Consumer, c clock.Clo
 		wake := make(chan struct{}, 1)
 		w.wake = append(w.wake, wake)
 		w.Relays = append(w.Relays, &outbox.Relay{DB: pool, Pub: pub, Clock: c, Log: log, Metrics: w.om, Wake: wake,
-			PollInterval: s.PollInterval, LanesPerPass: s.LanesPerPass, BatchSize: s.BatchSize, PassTimeout: s.PublishTimeout})
+			PollInterval: s.PollInterval, StreamsPerPass: s.StreamsPerPass, BatchSize: s.BatchSize, PassTimeout: s.PublishTimeout})
 	}
 	return w, nil
 }

@@ -47,12 +47,12 @@ type Querier interface {
 const Channel = "berth_outbox"
 
 // Relay publishes outbox events. Several relays may run, in one process or
-// many: a pass locks some of the outbox's lanes (FOR UPDATE SKIP LOCKED on
-// outbox_lane, so relays share the lanes and never wait for each other),
-// publishes the oldest unpublished events of those lanes in id order, marks
-// them published and commits, which releases the lanes. A booking's events
-// all go to one lane, so they are published by one relay at a time and in
-// the order written; the next relay to take the lane starts after the
+// many: a pass locks some of the outbox's streams (FOR UPDATE SKIP LOCKED on
+// outbox_stream, so relays share the streams and never wait for each other),
+// publishes the oldest unpublished events of those streams in id order, marks
+// them published and commits, which releases the streams. A booking's events
+// all go to one stream, so they are published by one relay at a time and in
+// the order written; the next relay to take the stream starts after the
 // previous one's marks committed.
 //
 // If the process dies between publishing and marking, the transaction rolls
@@ -73,11 +73,11 @@ type Relay struct {
 	// so in one consumer transaction) instead of one pass each; the usual
 	// delay from commit to publish stays a few milliseconds.
 	Gather time.Duration
-	// LanesPerPass and BatchSize bound one pass; PassTimeout bounds its
+	// StreamsPerPass and BatchSize bound one pass; PassTimeout bounds its
 	// time, publishing included.
-	LanesPerPass int
-	BatchSize    int
-	PassTimeout  time.Duration
+	StreamsPerPass int
+	BatchSize      int
+	PassTimeout    time.Duration
 	// MaxBackoff caps the wait after a failed pass.
 	MaxBackoff time.Duration
 
@@ -87,22 +87,22 @@ type Relay struct {
 	// nil.
 	AfterPublish func(ctx context.Context, msgs []Message) error
 
-	// full is whether the last pass took as many lanes or events as it
+	// full is whether the last pass took as many streams or events as it
 	// could, so that more may be waiting.
 	full bool
 }
 
 // Defaults for the zero values of a Relay's settings.
 const (
-	DefaultLanesPerPass = 64
-	DefaultBatchSize    = 500
-	DefaultGather       = 5 * time.Millisecond
-	DefaultPollInterval = time.Second
+	DefaultStreamsPerPass = 64
+	DefaultBatchSize      = 500
+	DefaultGather         = 5 * time.Millisecond
+	DefaultPollInterval   = time.Second
 )
 
 func (r *Relay) defaults() {
-	if r.LanesPerPass <= 0 {
-		r.LanesPerPass = DefaultLanesPerPass
+	if r.StreamsPerPass <= 0 {
+		r.StreamsPerPass = DefaultStreamsPerPass
 	}
 	if r.BatchSize <= 0 {
 		r.BatchSize = DefaultBatchSize
@@ -227,7 +227,7 @@ func Backoff(n int, base, maxWait time.Duration) time.Duration {
 }
 
 // Pass publishes one batch: the oldest unpublished events of up to
-// LanesPerPass lanes that no other relay holds, at most BatchSize of them.
+// StreamsPerPass streams that no other relay holds, at most BatchSize of them.
 // It returns how many it published.
 func (r *Relay) Pass(ctx context.Context) (int, error) {
 	r.defaults()
@@ -259,8 +259,8 @@ func (r *Relay) pass(ctx context.Context) ([]Message, error) {
 		defer cancel()
 		_ = tx.Rollback(rbCtx)
 	}()
-	msgs, lanes, err := claim(passCtx, tx, r.LanesPerPass, r.BatchSize)
-	r.full = err == nil && (len(msgs) >= r.BatchSize || lanes >= r.LanesPerPass)
+	msgs, streams, err := claim(passCtx, tx, r.StreamsPerPass, r.BatchSize)
+	r.full = err == nil && (len(msgs) >= r.BatchSize || streams >= r.StreamsPerPass)
 	if err != nil || len(msgs) == 0 {
 		return nil, err
 	}
@@ -307,10 +307,10 @@ func (r *Relay) pass(ctx context.Context) ([]Message, error) {
 	return msgs, nil
 }
 
-// claim locks up to lanes lanes that have unpublished events, oldest first,
-// skipping lanes other relays hold, and returns up to limit of their
+// claim locks up to streams streams that have unpublished events, oldest first,
+// skipping streams other relays hold, and returns up to limit of their
 // unpublished events in id order. The events themselves are locked without
-// SKIP LOCKED: the lane lock already makes this relay their only publisher,
+// SKIP LOCKED: the stream lock already makes this relay their only publisher,
 // and skipping a row here could publish a booking's later event before an
 // earlier one.
 //
@@ -321,14 +321,14 @@ func (r *Relay) pass(ctx context.Context) ([]Message, error) {
 // a crash is only published again, which consumers deduplicate
 // (docs/events.md). The changes that wrote the events commit durably, and
 // any durable commit after the pass flushes it too.
-func claim(ctx context.Context, tx pgx.Tx, lanes, limit int) ([]Message, int, error) {
+func claim(ctx context.Context, tx pgx.Tx, streams, limit int) ([]Message, int, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SET LOCAL synchronous_commit = off`)
-	b.Queue(`SELECT l.lane FROM outbox_lane l
-		CROSS JOIN LATERAL (SELECT o.id FROM outbox o WHERE o.lane = l.lane AND o.published_at IS NULL
+	b.Queue(`SELECT s.stream FROM outbox_stream s
+		CROSS JOIN LATERAL (SELECT o.id FROM outbox o WHERE o.stream = s.stream AND o.published_at IS NULL
 		                    ORDER BY o.id LIMIT 1) head
 		ORDER BY head.id LIMIT $1
-		FOR UPDATE OF l SKIP LOCKED`, lanes)
+		FOR UPDATE OF s SKIP LOCKED`, streams)
 	held, err := func() (held []int16, err error) {
 		br := tx.SendBatch(ctx, b)
 		defer func() {
@@ -346,13 +346,13 @@ func claim(ctx context.Context, tx pgx.Tx, lanes, limit int) ([]Message, int, er
 		return pgx.CollectRows(rows, pgx.RowTo[int16])
 	}()
 	if err != nil {
-		return nil, 0, fmt.Errorf("claim outbox lanes: %w", err)
+		return nil, 0, fmt.Errorf("claim outbox streams: %w", err)
 	}
 	if len(held) == 0 {
 		return nil, 0, nil
 	}
 	rows, err := tx.Query(ctx, `SELECT id, event_id::text, booking_id, type, payload, created_at FROM outbox
-		WHERE lane = ANY($1) AND published_at IS NULL
+		WHERE stream = ANY($1) AND published_at IS NULL
 		ORDER BY id LIMIT $2
 		FOR UPDATE`, held, limit)
 	if err != nil {

@@ -124,7 +124,7 @@ func checkOrder(t *testing.T, got []outbox.Message, bookings, perBooking int) {
 	}
 }
 
-func TestRelaysShareLanesAndKeepEachBookingsOrder(t *testing.T) {
+func TestRelaysShareStreamsAndKeepEachBookingsOrder(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	const bookings, perBooking = 200, 10
@@ -141,7 +141,7 @@ func TestRelaysShareLanesAndKeepEachBookingsOrder(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range 3 {
-		r := &outbox.Relay{DB: pool, Pub: pub, Clock: clock.NewFake(epoch), LanesPerPass: 3, BatchSize: 7, PollInterval: 5 * time.Millisecond}
+		r := &outbox.Relay{DB: pool, Pub: pub, Clock: clock.NewFake(epoch), StreamsPerPass: 3, BatchSize: 7, PollInterval: 5 * time.Millisecond}
 		wg.Go(func() { r.Run(ctx) })
 	}
 	writeFrom(t, pool, bookings/2+1, bookings, perBooking)

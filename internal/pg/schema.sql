@@ -780,7 +780,7 @@ CREATE TABLE public.outbox (
     payload jsonb NOT NULL,
     created_at timestamp with time zone NOT NULL,
     published_at timestamp with time zone,
-    lane smallint GENERATED ALWAYS AS (((booking_id % (64)::bigint))::smallint) STORED
+    stream smallint GENERATED ALWAYS AS (((booking_id % (64)::bigint))::smallint) STORED
 );
 
 ALTER TABLE public.outbox ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -792,9 +792,9 @@ ALTER TABLE public.outbox ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
-CREATE TABLE public.outbox_lane (
-    lane smallint NOT NULL,
-    CONSTRAINT outbox_lane_check CHECK (((lane >= 0) AND (lane <= 63)))
+CREATE TABLE public.outbox_stream (
+    stream smallint NOT NULL,
+    CONSTRAINT outbox_stream_check CHECK (((stream >= 0) AND (stream <= 63)))
 );
 
 CREATE TABLE public.payment (
@@ -976,11 +976,11 @@ ALTER TABLE ONLY public.idempotency_key
 ALTER TABLE ONLY public.outbox
     ADD CONSTRAINT outbox_event_id_key UNIQUE (event_id);
 
-ALTER TABLE ONLY public.outbox_lane
-    ADD CONSTRAINT outbox_lane_pkey PRIMARY KEY (lane);
-
 ALTER TABLE ONLY public.outbox
     ADD CONSTRAINT outbox_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.outbox_stream
+    ADD CONSTRAINT outbox_stream_pkey PRIMARY KEY (stream);
 
 ALTER TABLE ONLY public.payment
     ADD CONSTRAINT payment_pkey PRIMARY KEY (id);
@@ -1043,7 +1043,7 @@ CREATE INDEX idempotency_key_expiry_idx ON public.idempotency_key USING btree (e
 
 CREATE INDEX outbox_booking_idx ON public.outbox USING btree (booking_id, id);
 
-CREATE INDEX outbox_lane_unpublished_idx ON public.outbox USING btree (lane, id) WHERE (published_at IS NULL);
+CREATE INDEX outbox_stream_unpublished_idx ON public.outbox USING btree (stream, id) WHERE (published_at IS NULL);
 
 CREATE INDEX outbox_unpublished_idx ON public.outbox USING btree (id) WHERE (published_at IS NULL);
 
