@@ -106,8 +106,10 @@ func Queue(batch *pgx.Batch, b *Booking, now time.Time) error {
 	return outbox.Queue(batch, outbox.Event{BookingID: b.ID, Type: EventType(b.Status), Data: b.View(), Time: now})
 }
 
-// RefundRequest is the data of a refund.requested event.
-type RefundRequest struct {
+// RefundInstruction is the lifecycle's instruction to refund a cancelled
+// booking: the data of the refund.requested event Cancel writes, which the
+// payment service's refunds consumer reads as payment.RefundRequestedPayload.
+type RefundInstruction struct {
 	BookingID int64  `json:"bookingId"`
 	Amount    int64  `json:"amount"`
 	Currency  string `json:"currency"`
@@ -246,7 +248,7 @@ func (l *Lifecycle) leave(ctx context.Context, tx pgx.Tx, b *Booking, to Status,
 	}
 	if refund != nil && *refund > 0 {
 		err := outbox.Write(ctx, tx, outbox.Event{BookingID: nb.ID, Type: outbox.RefundRequested, Time: now,
-			Data: RefundRequest{BookingID: nb.ID, Amount: *refund, Currency: nb.Currency, Reason: "cancelled_by_" + reason}})
+			Data: RefundInstruction{BookingID: nb.ID, Amount: *refund, Currency: nb.Currency, Reason: "cancelled_by_" + reason}})
 		if err != nil {
 			return nil, err
 		}

@@ -21,7 +21,7 @@ type Event struct {
 	BookingID int64     // the CloudEvents subject
 	Time      time.Time // when the change committed (server clock)
 	// Data is the booking as docs/api.md shows it after the change
-	// (booking.View), or the event's own payload (booking.RefundRequest).
+	// (booking.View), or the event's own payload (booking.RefundInstruction).
 	Data json.RawMessage
 }
 

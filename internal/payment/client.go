@@ -119,7 +119,7 @@ func (c *Client) Charge(ctx context.Context, key string, r ChargeRequest) (Charg
 }
 
 // Refund asks for a refund (POST /refunds).
-func (c *Client) Refund(ctx context.Context, key string, r RefundRequest) (RefundResult, error) {
+func (c *Client) Refund(ctx context.Context, key string, r GatewayRefundRequest) (RefundResult, error) {
 	var out RefundResult
 	if err := c.call(ctx, "refunds", key, r, &out); err != nil {
 		return out, err

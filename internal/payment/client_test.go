@@ -150,7 +150,7 @@ func TestClientTimesOutAHangingGateway(t *testing.T) {
 	t.Parallel()
 	g := &gatewayStub{script: []int{201}, hang: true}
 	c := newStub(t, g, payment.ClientOptions{AttemptTimeout: 50 * time.Millisecond, Attempts: 2})
-	_, err := c.Refund(context.Background(), "r-1", payment.RefundRequest{ProviderTxnID: "t", BookingID: 1, Amount: 1, Currency: "VND"})
+	_, err := c.Refund(context.Background(), "r-1", payment.GatewayRefundRequest{ProviderTxnID: "t", BookingID: 1, Amount: 1, Currency: "VND"})
 	if !fault.Is(err, fault.Overloaded) || !strings.Contains(err.Error(), "after 2 attempts") ||
 		!errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Refund = %v, want overloaded after 2 attempts that timed out", err)

@@ -132,7 +132,7 @@ type fakeGateway struct {
 	block   chan struct{} // when set, requests wait for it to close
 	arrived chan struct{} // signalled when a request arrives
 	// beforeRefund runs before a refund is answered.
-	beforeRefund func(req payment.RefundRequest, refundID string)
+	beforeRefund func(req payment.GatewayRefundRequest, refundID string)
 }
 
 func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -162,7 +162,7 @@ func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = fmt.Fprintf(w, `{"providerTxnId": "txn-%s", "checkoutUrl": "https://gateway.invalid/c/%s"}`,
 			r.Header.Get("Idempotency-Key"), r.Header.Get("Idempotency-Key"))
 	case "/refunds":
-		var req payment.RefundRequest
+		var req payment.GatewayRefundRequest
 		if err := json.Unmarshal(body, &req); err != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			return
@@ -271,7 +271,7 @@ func TestRefundWebhookBeforeGatewayAnswer(t *testing.T) {
 	// Buffered and never blocking: an in-process refunds consumer may ask
 	// too, under the same key.
 	early := make(chan int, 10)
-	g.beforeRefund = func(req payment.RefundRequest, refundID string) {
+	g.beforeRefund = func(req payment.GatewayRefundRequest, refundID string) {
 		r := paytest.Send(t, s.URL, s.Clock.Now(), payment.RefundSucceeded, payment.WebhookData{
 			BookingID: req.BookingID, ProviderTxnID: refundID, Amount: req.Amount, Currency: req.Currency,
 		})

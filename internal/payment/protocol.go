@@ -17,9 +17,9 @@ type ChargeResult struct {
 	CheckoutURL   string `json:"checkoutUrl"`
 }
 
-// RefundRequest asks the gateway to give back (part of) a charge (POST
-// /refunds).
-type RefundRequest struct {
+// GatewayRefundRequest is the body of the gateway protocol's POST /refunds:
+// it asks the gateway to give back (part of) a charge.
+type GatewayRefundRequest struct {
 	ProviderTxnID string `json:"providerTxnId"`
 	BookingID     int64  `json:"bookingId"`
 	Amount        int64  `json:"amount"`
@@ -38,7 +38,7 @@ type RefundResult struct {
 // the gateway is unreachable or its circuit is open).
 type Gateway interface {
 	Charge(ctx context.Context, key string, r ChargeRequest) (ChargeResult, error)
-	Refund(ctx context.Context, key string, r RefundRequest) (RefundResult, error)
+	Refund(ctx context.Context, key string, r GatewayRefundRequest) (RefundResult, error)
 }
 
 // Webhook event types (docs/api.md, "Payment gateway webhook").

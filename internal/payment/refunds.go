@@ -43,7 +43,7 @@ func (r *Refunds) Handle(ctx context.Context, tx pgx.Tx, e events.Event) error {
 	if e.Type != outbox.RefundRequested {
 		return nil
 	}
-	var req RefundRequested
+	var req RefundRequestedPayload
 	if err := json.Unmarshal(e.Data, &req); err != nil {
 		return fmt.Errorf("refund event %s: %w", e.ID, err)
 	}
@@ -170,7 +170,7 @@ func (r *Refunds) send(ctx context.Context, id int64, eventID string, bookingID,
 		// process that does not serve the API (berth worker) must be told.
 		return fmt.Errorf("refund booking %d: BERTH_PUBLIC_URL is needed where berth does not serve the API, for the gateway's webhooks", bookingID)
 	}
-	res, err := s.gateway.Refund(ctx, "refund-"+eventID, RefundRequest{
+	res, err := s.gateway.Refund(ctx, "refund-"+eventID, GatewayRefundRequest{
 		ProviderTxnID: txn, BookingID: bookingID, Amount: amount, Currency: currency, WebhookURL: s.WebhookURL(),
 	})
 	if err != nil {

@@ -31,11 +31,12 @@ const (
 	ReasonNotOurCharge     = "not_our_charge"    // not the charge berth started for that booking
 )
 
-// RefundRequested is the data of a refund.requested event. Lifecycle.Cancel
-// writes booking.RefundRequest (the same fields but ProviderTxnID) for a
-// confirmed booking's cancellation; the refund then ties to the charge that
-// confirmed the booking.
-type RefundRequested struct {
+// RefundRequestedPayload is the data of a refund.requested event, as the
+// webhook writes it and the refunds consumer reads it. Lifecycle.Cancel
+// writes booking.RefundInstruction (the same fields but ProviderTxnID) for
+// a confirmed booking's cancellation; the refund then ties to the charge
+// that confirmed the booking.
+type RefundRequestedPayload struct {
 	BookingID     int64  `json:"bookingId"`
 	Amount        int64  `json:"amount"`
 	Currency      string `json:"currency"`
@@ -201,7 +202,7 @@ func (s *Service) refundPayment(ctx context.Context, tx pgx.Tx, id int64, d Webh
 	if d.Amount == 0 {
 		return nil
 	}
-	return requestRefund(ctx, tx, RefundRequested{BookingID: d.BookingID, Amount: d.Amount, Currency: d.Currency,
+	return requestRefund(ctx, tx, RefundRequestedPayload{BookingID: d.BookingID, Amount: d.Amount, Currency: d.Currency,
 		Reason: reason, ProviderTxnID: d.ProviderTxnID}, now)
 }
 
@@ -265,7 +266,7 @@ func refundReason(ctx context.Context, tx pgx.Tx, d WebhookData, cerr error, now
 // requestRefund writes the refund.requested event of r and marks the
 // booking, if there is one, as owed a refund. Updating the booking row
 // first also locks it, which orders the event among the booking's others.
-func requestRefund(ctx context.Context, tx pgx.Tx, r RefundRequested, now time.Time) error {
+func requestRefund(ctx context.Context, tx pgx.Tx, r RefundRequestedPayload, now time.Time) error {
 	if _, err := tx.Exec(ctx, `UPDATE booking SET refund_status = 'REQUESTED' WHERE id = $1`, r.BookingID); err != nil {
 		return fmt.Errorf("mark booking %d refund requested: %w", r.BookingID, err)
 	}

@@ -35,7 +35,7 @@ func (s *Sim) Handler() http.Handler {
 		writeJSON(w, http.StatusCreated, res)
 	})
 	mux.HandleFunc("POST /refunds", func(w http.ResponseWriter, r *http.Request) {
-		var req payment.RefundRequest
+		var req payment.GatewayRefundRequest
 		key, ok := s.apiCall(w, r, &req)
 		if !ok {
 			return

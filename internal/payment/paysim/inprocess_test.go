@@ -32,7 +32,7 @@ func TestInProcessWebhooksGoToBerthOnly(t *testing.T) {
 	sim.SetWebhookURL(bs.URL)
 	res, _ := sim.Charge(context.Background(), "k1", payment.ChargeRequest{BookingID: 1, Amount: 100, Currency: "VND", WebhookURL: as.URL})
 	sim.Settle(res.ProviderTxnID, true)
-	_, _ = sim.Refund(context.Background(), "r1", payment.RefundRequest{ProviderTxnID: res.ProviderTxnID, BookingID: 1, Amount: 100,
+	_, _ = sim.Refund(context.Background(), "r1", payment.GatewayRefundRequest{ProviderTxnID: res.ProviderTxnID, BookingID: 1, Amount: 100,
 		Currency: "VND", WebhookURL: as.URL})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -87,7 +87,7 @@ func TestChargesAreBounded(t *testing.T) {
 		if i == 0 {
 			first = res.ProviderTxnID
 		}
-		_, _ = sim.Refund(ctx, fmt.Sprint("r", i), payment.RefundRequest{ProviderTxnID: res.ProviderTxnID, Amount: 1, Currency: "VND"})
+		_, _ = sim.Refund(ctx, fmt.Sprint("r", i), payment.GatewayRefundRequest{ProviderTxnID: res.ProviderTxnID, Amount: 1, Currency: "VND"})
 	}
 	sim.Close()
 	if n := len(sim.PendingCharges()); n > 100 {

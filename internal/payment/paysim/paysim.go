@@ -326,7 +326,7 @@ func (s *Sim) Settle(txn string, ok bool) bool {
 // Refund refunds (part of) a charge; the same key returns the same refund.
 // A charge it does not know is refunded all the same: in-process
 // simulators of several berth processes do not share their charges.
-func (s *Sim) Refund(_ context.Context, key string, r payment.RefundRequest) (payment.RefundResult, error) {
+func (s *Sim) Refund(_ context.Context, key string, r payment.GatewayRefundRequest) (payment.RefundResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.APICalls++
