@@ -93,8 +93,9 @@ type App struct {
 }
 
 // New connects to the database (migrating it first when cfg.Migrate is set)
-// and wires the service.
-func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
+// and wires the service. When a step fails, New closes what it had opened
+// (the pools and Redis) before it returns the error.
+func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) {
 	if o.Clock == nil {
 		o.Clock = clock.System{}
 	}
@@ -140,18 +141,21 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	a := &App{Config: cfg, Clock: o.Clock, Log: o.Log, Pool: pool, Registry: o.Registry, RunSweeper: true}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
 	if cfg.Migrate {
 		applied, err := pg.Migrate(ctx, pool)
 		if err != nil {
-			pool.Close()
 			return nil, err
 		}
 		o.Log.Info("migrated", "applied", applied)
 	}
-	a := &App{Config: cfg, Clock: o.Clock, Log: o.Log, Pool: pool, Registry: o.Registry, RunSweeper: true}
 	ready, err := a.surge(ctx, pc, tracer, o)
 	if err != nil {
-		a.Close()
 		return nil, err
 	}
 	a.Flights = flight.NewService(pool, o.Clock, flight.Config{
@@ -171,11 +175,9 @@ func New(ctx context.Context, cfg config.Config, o Options) (*App, error) {
 	sweepEvery := min(cfg.SweepInterval, cfg.FlightHoldTTL, cfg.CarHoldTTL, cfg.WaitlistOfferTTL)
 	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, sweepEvery, o.Registry)
 	if err := a.wirePayments(cfg, o); err != nil {
-		a.Close() // the pool, and the replica and Redis surge opened
 		return nil, err
 	}
 	if err := a.wireEvents(o); err != nil {
-		a.Close() // the pool, and the replica and Redis surge opened
 		return nil, err
 	}
 	waker.Set(a.Events.Wake)
