@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/config"
@@ -147,6 +148,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 			a.Close()
 		}
 	}()
+	arch := a.arch()
 	if cfg.Migrate {
 		applied, err := pg.Migrate(ctx, pool)
 		if err != nil {
@@ -184,7 +186,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 	for name, check := range a.eventChecks() {
 		ready[name] = check
 	}
-	a.Keys = idempotency.New(pool, o.Clock, o.Log)
+	a.Keys = idempotency.New(arch, pool)
 	a.API = httpapi.New(httpapi.Deps{
 		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Cars: cars, Lifecycle: a.Life, Keys: a.Keys,
 		HoldExtension: cfg.HoldExtension, AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry, Guard: a.Guard, Ready: ready,
@@ -226,15 +228,21 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 		// must not take every process out of the load balancer.
 		ready["redis"] = degraded(rdb.Ping)
 	}
-	a.Guard = guard.New(guard.Config{
+	a.Guard = guard.New(a.arch(), guard.Config{
 		On: cfg.Protect, HoldLimit: guardRate(cfg.HoldLimit), RequestLimit: guardRate(cfg.RequestLimit), AddressLimit: guardRate(cfg.AddressLimit), ShedWait: cfg.ShedWait,
 		Lanes: guard.LanesFor(cfg.DBMaxConns), Secret: []byte(cfg.AuthSecret), Tracer: tracer,
 		HoldTTL: cfg.FlightHoldTTL, HoldConns: guard.HoldConnsFor(cfg.DBMaxConns),
-	}, rdb, a.Pool, o.Clock, o.Log, o.Registry)
+	}, rdb, a.Pool)
 	if err := a.Guard.Warm(ctx); err != nil {
 		o.Log.Warn("surge layers not warmed up yet", "err", err)
 	}
 	return ready, nil
+}
+
+// arch is the shared base every service is built on: the app's logger,
+// clock and registry.
+func (a *App) arch() base.Archetype {
+	return base.Archetype{Log: a.Log, Clock: a.Clock, Registry: a.Registry}
 }
 
 // guardRate maps a configured rate to the surge layers' own.

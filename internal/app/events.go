@@ -61,7 +61,7 @@ func (a *App) wireEvents(o Options) error {
 	if o.EventSettings != nil {
 		o.EventSettings(&s)
 	}
-	a.Events, err = events.NewWorker(a.Pool, s, cons, a.Clock, a.Log, a.Registry)
+	a.Events, err = events.NewWorker(a.arch(), a.Pool, s, cons)
 	return err
 }
 

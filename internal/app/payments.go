@@ -35,9 +35,8 @@ func (a *App) wirePayments(cfg config.Config, o Options) error {
 	default:
 		return errors.New("BERTH_GATEWAY_URL: is required (or BERTH_PAYSIM=on on a loopback address)")
 	}
-	a.Payments = payment.NewService(payment.Options{
-		Pool: a.Pool, Clock: o.Clock, Lifecycle: a.Life, Gateway: gw, WebhookKey: key,
-		BaseURL: cfg.PublicURL, Log: o.Log, Registry: o.Registry,
+	a.Payments = payment.NewService(a.arch(), payment.Options{
+		Pool: a.Pool, Lifecycle: a.Life, Gateway: gw, WebhookKey: key, BaseURL: cfg.PublicURL,
 	})
 	a.Refunds = a.Payments.Refunds()
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/events"
@@ -298,7 +299,7 @@ func TestPruneDeletesOnlyOldPublishedEventsAndRecords(t *testing.T) {
 	id, _ := e.hold(ctx, f, nil, 1)
 	_ = id
 	reg := prometheus.NewRegistry()
-	w, err := events.NewWorker(e.pool, events.Settings{Retention: 24 * time.Hour}, []events.Consumer{events.Tickets{Clock: e.clock}}, e.clock, e.log, reg)
+	w, err := events.NewWorker(base.Archetype{Log: e.log, Clock: e.clock, Registry: reg}, e.pool, events.Settings{Retention: 24 * time.Hour}, []events.Consumer{events.Tickets{Clock: e.clock}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,15 +319,15 @@ func TestPruneDeletesOnlyOldPublishedEventsAndRecords(t *testing.T) {
 	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&left); err != nil || left != 1 {
 		t.Errorf("%d unpublished left (%v), want 1", left, err)
 	}
-	if _, err := events.NewWorker(e.pool, events.Settings{Retention: time.Hour}, []events.Consumer{events.Tickets{}, events.Tickets{}}, e.clock, e.log, prometheus.NewRegistry()); err == nil || !strings.Contains(err.Error(), "named") {
+	if _, err := events.NewWorker(base.Archetype{Log: e.log, Clock: e.clock, Registry: prometheus.NewRegistry()}, e.pool, events.Settings{Retention: time.Hour}, []events.Consumer{events.Tickets{}, events.Tickets{}}); err == nil || !strings.Contains(err.Error(), "named") {
 		t.Errorf("two consumers with one name: %v, want refused", err)
 	}
 	// The retention and the topic have no defaults of their own here:
 	// berth's are its settings' (BERTH_EVENT_RETENTION, BERTH_KAFKA_TOPIC).
-	if _, err := events.NewWorker(e.pool, events.Settings{}, []events.Consumer{events.Tickets{}}, e.clock, e.log, prometheus.NewRegistry()); err == nil || !strings.Contains(err.Error(), "retention") {
+	if _, err := events.NewWorker(base.Archetype{Log: e.log, Clock: e.clock, Registry: prometheus.NewRegistry()}, e.pool, events.Settings{}, []events.Consumer{events.Tickets{}}); err == nil || !strings.Contains(err.Error(), "retention") {
 		t.Errorf("no retention: %v, want refused", err)
 	}
-	if _, err := events.NewWorker(e.pool, events.Settings{Retention: time.Hour, KafkaBrokers: []string{"127.0.0.1:1"}}, []events.Consumer{events.Tickets{}}, e.clock, e.log, prometheus.NewRegistry()); err == nil || !strings.Contains(err.Error(), "topic") {
+	if _, err := events.NewWorker(base.Archetype{Log: e.log, Clock: e.clock, Registry: prometheus.NewRegistry()}, e.pool, events.Settings{Retention: time.Hour, KafkaBrokers: []string{"127.0.0.1:1"}}, []events.Consumer{events.Tickets{}}); err == nil || !strings.Contains(err.Error(), "topic") {
 		t.Errorf("brokers without a topic: %v, want refused", err)
 	}
 }

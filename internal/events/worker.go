@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/outbox"
 )
@@ -89,8 +89,10 @@ type Worker struct {
 }
 
 // NewWorker wires the event machinery for consumers (whose names must be
-// unique) and registers its metrics with reg.
-func NewWorker(pool *pgxpool.Pool, s Settings, consumers []Consumer, c clock.Clock, log *slog.Logger, reg prometheus.Registerer) (*Worker, error) {
+// unique) on b's clock and logger, and registers its metrics with
+// b.Registry.
+func NewWorker(b base.Archetype, pool *pgxpool.Pool, s Settings, consumers []Consumer) (*Worker, error) {
+	c, log, reg := b.Clock, b.Log, b.Registry
 	s.defaults()
 	seen := map[string]bool{}
 	for _, cons := range consumers {

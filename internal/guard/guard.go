@@ -12,9 +12,9 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 )
@@ -112,9 +112,10 @@ type Guard struct {
 	lanes map[Lane]*lane
 }
 
-// New returns the layers. rdb may be nil when cfg.On is false. The metrics
-// are registered on reg.
-func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Logger, reg prometheus.Registerer) *Guard {
+// New returns the layers, on b's clock and logger. rdb may be nil when
+// cfg.On is false. The metrics are registered on b.Registry.
+func New(b base.Archetype, cfg Config, rdb *Redis, pool *pgxpool.Pool) *Guard {
+	c, log, reg := b.Clock, b.Log, b.Registry
 	if cfg.ShedWait == 0 {
 		cfg.ShedWait = 150 * time.Millisecond
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/pg/pgtest"
@@ -209,8 +210,8 @@ func TestHoldOtherKind(t *testing.T) {
 	if err := rdb.Ping(ctx); err != nil {
 		t.Fatalf("test Redis: %v", err)
 	}
-	g := New(Config{On: true, HoldLimit: Rate{N: 2, Window: time.Hour}, Lanes: LanesFor(4)},
-		rdb, nil, clock.NewFake(time.Unix(1_800_000_000, 0)), log, prometheus.NewRegistry())
+	g := New(base.Archetype{Log: log, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)), Registry: prometheus.NewRegistry()},
+		Config{On: true, HoldLimit: Rate{N: 2, Window: time.Hour}, Lanes: LanesFor(4)}, rdb, nil)
 	taken := fault.New(fault.CarUnavailable, "taken")
 	hold := func(ok bool) error {
 		return g.Hold(ctx, Intent{Customer: 5}, func(context.Context) error {
@@ -254,8 +255,8 @@ func TestHoldGivesBackWhenTheHoldFailsOrPanics(t *testing.T) {
 	if err := rdb.Ping(ctx); err != nil {
 		t.Fatalf("test Redis: %v", err)
 	}
-	g := New(Config{On: true, HoldLimit: Rate{N: 1, Window: time.Hour}, Lanes: map[Lane]int{LaneHold: 1}},
-		rdb, pgtest.NewPool(t), clock.NewFake(time.Unix(1_800_000_000, 0)), log, prometheus.NewRegistry())
+	g := New(base.Archetype{Log: log, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)), Registry: prometheus.NewRegistry()},
+		Config{On: true, HoldLimit: Rate{N: 1, Window: time.Hour}, Lanes: map[Lane]int{LaneHold: 1}}, rdb, pgtest.NewPool(t))
 	seat := func(customer int64, s string) Intent {
 		return Intent{Customer: customer, FlightID: 9, FareClass: "ECONOMY", Seats: []string{s}, Units: 1}
 	}

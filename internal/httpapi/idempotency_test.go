@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guard"
@@ -42,7 +43,7 @@ func setupKeys(t *testing.T) *keyBundle {
 	t.Helper()
 	b := &keyBundle{clock: clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))}
 	pool := pgtest.NewPool(t)
-	b.keys = idempotency.New(pool, b.clock, slog.New(slog.DiscardHandler))
+	b.keys = idempotency.New(base.Test(b.clock), pool)
 	b.srv = New(Deps{Log: slog.New(slog.DiscardHandler), Clock: b.clock, Pool: pool, Keys: b.keys,
 		AuthSecret: testSecret, Registry: prometheus.NewRegistry()})
 	b.srv.handle(route("POST /t", roles(auth.Customer), guard.LaneOther, KeyOptional, func(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 )
@@ -67,9 +68,9 @@ type Store struct {
 	log   *slog.Logger
 }
 
-// New returns the store of keys in pool.
-func New(pool *pgxpool.Pool, c clock.Clock, log *slog.Logger) *Store {
-	return &Store{pool: pool, clock: c, log: log}
+// New returns the store of keys in pool, on b's clock and logger.
+func New(b base.Archetype, pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, clock: b.Clock, log: b.Log}
 }
 
 // FromEffect makes the answer of a key whose request committed effect

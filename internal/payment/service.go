@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
@@ -34,10 +35,9 @@ type Service struct {
 	refunds  *prometheus.CounterVec
 }
 
-// Options are what NewService needs.
+// Options are what NewService needs besides the shared base.
 type Options struct {
 	Pool      *pgxpool.Pool
-	Clock     clock.Clock
 	Lifecycle *booking.Lifecycle
 	Gateway   Gateway
 	// WebhookKey is the HMAC key of webhook signatures
@@ -45,18 +45,14 @@ type Options struct {
 	WebhookKey []byte
 	// BaseURL is where the gateway reaches berth ("http://host:port");
 	// SetBaseURL may set it later, once the listener is known.
-	BaseURL  string
-	Log      *slog.Logger
-	Registry prometheus.Registerer
+	BaseURL string
 }
 
-// NewService returns a payment service.
-func NewService(o Options) *Service {
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+// NewService returns a payment service on b's clock and logger, with its
+// metrics registered on b.Registry.
+func NewService(b base.Archetype, o Options) *Service {
 	s := &Service{
-		pool: o.Pool, clock: o.Clock, life: o.Lifecycle, gateway: o.Gateway, webhookKey: o.WebhookKey, log: o.Log,
+		pool: o.Pool, clock: b.Clock, life: o.Lifecycle, gateway: o.Gateway, webhookKey: o.WebhookKey, log: b.Log,
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_payment_webhooks_total", Help: "Validly signed gateway webhooks, by type and what berth did.",
 		}, []string{"type", "result"}),
@@ -64,9 +60,7 @@ func NewService(o Options) *Service {
 			Name: "berth_refunds_total", Help: "Refunds, by step (requested at the gateway, completed).",
 		}, []string{"step"}),
 	}
-	if o.Registry != nil {
-		o.Registry.MustRegister(s.webhooks, s.refunds)
-	}
+	b.Registry.MustRegister(s.webhooks, s.refunds)
 	s.SetBaseURL(o.BaseURL)
 	return s
 }
