@@ -115,8 +115,9 @@ type Guard struct {
 // New returns the layers. rdb may be nil when cfg.On is false. The metrics
 // are registered on reg.
 func New(cfg Config, rdb *Redis, pool *pgxpool.Pool, c clock.Clock, log *slog.Logger, reg prometheus.Registerer) *Guard {
-	if cfg.ShedWait == 0 {
-		cfg.ShedWait = 150 * time.Millisecond
+	if cfg.ShedWait <= 0 {
+		// Its default is BERTH_SHED_WAIT's (internal/config), not a second one here.
+		panic("guard: Config.ShedWait is required")
 	}
 	if cfg.SeatGateTTL == 0 {
 		cfg.SeatGateTTL = 15 * time.Second

@@ -209,7 +209,7 @@ func TestHoldOtherKind(t *testing.T) {
 	if err := rdb.Ping(ctx); err != nil {
 		t.Fatalf("test Redis: %v", err)
 	}
-	g := New(Config{On: true, HoldLimit: Rate{N: 2, Window: time.Hour}, Lanes: LanesFor(4)},
+	g := New(Config{On: true, HoldLimit: Rate{N: 2, Window: time.Hour}, Lanes: LanesFor(4), ShedWait: 150 * time.Millisecond},
 		rdb, nil, clock.NewFake(time.Unix(1_800_000_000, 0)), log, prometheus.NewRegistry())
 	taken := fault.New(fault.CarUnavailable, "taken")
 	hold := func(ok bool) error {
@@ -254,7 +254,7 @@ func TestHoldGivesBackWhenTheHoldFailsOrPanics(t *testing.T) {
 	if err := rdb.Ping(ctx); err != nil {
 		t.Fatalf("test Redis: %v", err)
 	}
-	g := New(Config{On: true, HoldLimit: Rate{N: 1, Window: time.Hour}, Lanes: map[Lane]int{LaneHold: 1}},
+	g := New(Config{On: true, HoldLimit: Rate{N: 1, Window: time.Hour}, Lanes: map[Lane]int{LaneHold: 1}, ShedWait: 150 * time.Millisecond},
 		rdb, pgtest.NewPool(t), clock.NewFake(time.Unix(1_800_000_000, 0)), log, prometheus.NewRegistry())
 	seat := func(customer int64, s string) Intent {
 		return Intent{Customer: customer, FlightID: 9, FareClass: "ECONOMY", Seats: []string{s}, Units: 1}
