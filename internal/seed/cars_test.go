@@ -18,7 +18,7 @@ func TestLoadCars(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	c := seed.CarDefaults(now)
-	c.Cars, c.Bookings, c.Popular = 300, 3000, 10
+	c.Cars, c.Bookings, c.Popular, c.EventRetention = 300, 3000, 10, 7*24*time.Hour
 	cars, bookings, err := seed.LoadCars(ctx, pool, c)
 	if err != nil {
 		t.Fatal(err)
