@@ -31,10 +31,10 @@ func queued(t *testing.T, a apptest.Attempt) (string, int) {
 		t.Fatalf("want 429 waiting_room, got %s", a)
 	}
 	retryAfter(t, a.Problem.RetryAfter)
-	if a.Problem.Ticket == "" || a.Problem.Position < 1 {
+	if a.Problem.Ticket == "" || a.Problem.Position == nil {
 		t.Fatalf("waiting_room answer without ticket and position: %+v", *a.Problem)
 	}
-	return a.Problem.Ticket, a.Problem.Position
+	return a.Problem.Ticket, *a.Problem.Position
 }
 
 func poll(t *testing.T, s *apptest.Server, customer int64, ticket string) apptest.RoomStatus {

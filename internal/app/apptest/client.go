@@ -34,9 +34,10 @@ type Client struct {
 // besides.
 type Problem struct {
 	httpapi.Problem
-	// Ticket and Position are a 429 waiting_room's place in the queue.
+	// Ticket and Position are a 429 waiting_room's place in the queue
+	// (nil Position: none given).
 	Ticket   string `json:"ticket"`
-	Position int    `json:"position"`
+	Position *int   `json:"position"`
 	// RetryAfter is the Retry-After header ("" without one).
 	RetryAfter string `json:"-"`
 }
