@@ -90,7 +90,7 @@ func (c Client) TryHoldSeats(t testing.TB, flightID int64, class string, seats .
 		seats = []string{}
 	}
 	var v booking.View
-	p := c.call(t, http.MethodPost, "/bookings", c.roomHeader(), seatHold{FlightID: flightID, FareClass: class, Seats: seats}, http.StatusCreated, &v)
+	p := c.call(t, http.MethodPost, "/bookings", c.roomHeader(), SeatHold{FlightID: flightID, FareClass: class, Seats: seats}, http.StatusCreated, &v)
 	return v, p
 }
 
@@ -105,7 +105,7 @@ func (c Client) HoldQuantity(t testing.TB, flightID int64, class string, n int) 
 func (c Client) TryHoldQuantity(t testing.TB, flightID int64, class string, n int) (booking.View, *Problem) {
 	t.Helper()
 	var v booking.View
-	p := c.call(t, http.MethodPost, "/bookings", c.roomHeader(), quantityHold{FlightID: flightID, FareClass: class, Quantity: n}, http.StatusCreated, &v)
+	p := c.call(t, http.MethodPost, "/bookings", c.roomHeader(), QuantityHold{FlightID: flightID, FareClass: class, Quantity: n}, http.StatusCreated, &v)
 	return v, p
 }
 
@@ -117,14 +117,15 @@ func (c Client) roomHeader() map[string]string {
 	return map[string]string{"Waiting-Room-Token": c.RoomToken}
 }
 
-// seatHold and quantityHold are the bodies of POST /bookings for a flight.
-type seatHold struct {
+// SeatHold and QuantityHold are the bodies of POST /bookings for a
+// flight, for tests that send them over a transport of their own (faults).
+type SeatHold struct {
 	FlightID  int64    `json:"flightId"`
 	FareClass string   `json:"fareClass"`
 	Seats     []string `json:"seats"`
 }
 
-type quantityHold struct {
+type QuantityHold struct {
 	FlightID  int64  `json:"flightId"`
 	FareClass string `json:"fareClass"`
 	Quantity  int    `json:"quantity"`
