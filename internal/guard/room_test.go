@@ -66,13 +66,8 @@ func TestWaitingRoomFirstComeFirstServedAcrossServers(t *testing.T) {
 	if pos != 1 {
 		t.Fatalf("first caller's position = %d, want 1", pos)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for poll(t, b, 1, ticket1).Admitted {
-		if time.Now().After(deadline) {
-			t.Fatal("server b still does not enforce the waiting room 20 s after it was opened")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	apptest.Eventually(t, 20*time.Second, "server b does not enforce the waiting room after it was opened",
+		func() bool { return !poll(t, b, 1, ticket1).Admitted })
 
 	const callers = 8
 	tickets := map[int64]string{1: ticket1}

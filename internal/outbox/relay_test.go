@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
@@ -145,10 +146,7 @@ func TestRelaysShareLanesAndKeepEachBookingsOrder(t *testing.T) {
 		wg.Go(func() { r.Run(ctx) })
 	}
 	writeFrom(t, pool, bookings/2+1, bookings, perBooking)
-	deadline := time.Now().Add(60 * time.Second)
-	for unpublished(t, pool) > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	apptest.Eventually(t, 60*time.Second, "events left unpublished", func() bool { return unpublished(t, pool) == 0 })
 	cancel()
 	wg.Wait()
 	if n := unpublished(t, pool); n != 0 {
