@@ -284,3 +284,14 @@ func TestHoldGivesBackWhenTheHoldFailsOrPanics(t *testing.T) {
 		t.Errorf("a second hold of the customer: %v, want rate_limited", err)
 	}
 }
+
+// New takes its shed wait from BERTH_SHED_WAIT's setting and has no
+// default of its own: zero is refused.
+func TestNewRefusesZeroShedWait(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "ShedWait") {
+			t.Errorf("New with a zero ShedWait: %v, want a panic naming ShedWait", r)
+		}
+	}()
+	New(Config{}, nil, nil, clock.NewFake(time.Unix(1_800_000_000, 0)), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+}
