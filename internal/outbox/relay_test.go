@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -348,4 +349,18 @@ func TestEnvelopeIsCloudEvents(t *testing.T) {
 			t.Errorf("ParseEnvelope(%s) accepted it", bad)
 		}
 	}
+}
+
+// A relay takes its polling period from BERTH_OUTBOX_POLL_INTERVAL's
+// setting and has no default of its own: zero is refused.
+func TestRunRefusesZeroPollInterval(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "PollInterval") {
+			t.Errorf("Run with a zero PollInterval: %v, want a panic naming PollInterval", r)
+		}
+	}()
+	(&outbox.Relay{DB: pgtest.NewPool(t), Pub: &recorder{}, Clock: clock.NewFake(epoch)}).Run(ctx)
 }
