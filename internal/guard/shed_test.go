@@ -280,7 +280,7 @@ func TestMoneyIsAnsweredInAHoldBurst(t *testing.T) {
 	customer := func(i int) int64 { return int64(10 + i) }
 	var toPay []int64
 	for i := range pays {
-		toPay = append(toPay, bookingID(t, book(s, customer(i), qtyHold(other, "ECONOMY", 1), "")))
+		toPay = append(toPay, s.Customer(customer(i)).HoldQuantity(t, other, "ECONOMY", 1).BookingID)
 	}
 	// Charges started before the burst, whose webhooks arrive in it.
 	key, err := config.WebhookKey(apptest.WebhookSecret)
@@ -290,7 +290,7 @@ func TestMoneyIsAnsweredInAHoldBurst(t *testing.T) {
 	var webhooks [][]byte
 	for i := range hooks {
 		c := pays + i
-		id := bookingID(t, book(s, customer(c), qtyHold(other, "ECONOMY", 1), ""))
+		id := s.Customer(customer(c)).HoldQuantity(t, other, "ECONOMY", 1).BookingID
 		r := startPayment(s, customer(c), id, path("before-%d", i))
 		if r.Status != http.StatusCreated {
 			t.Fatalf("payment start before the burst: %d %s", r.Status, r.Body)
@@ -307,10 +307,12 @@ func TestMoneyIsAnsweredInAHoldBurst(t *testing.T) {
 		webhooks = append(webhooks, body)
 	}
 
+	// Raw answers: holds, payment starts and webhooks, tallied alike.
 	rs := apptest.Race(holds+pays+hooks, func(i int) *apptest.Response {
 		switch {
 		case i < holds:
-			return book(s, int64(1000+i), qtyHold(hot, "ECONOMY", 1), "")
+			return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(1000+i)),
+				Body: apptest.QuantityHold{FlightID: hot, FareClass: "ECONOMY", Quantity: 1}})
 		case i < holds+pays:
 			k := i - holds
 			return startPayment(s, customer(k), toPay[k], path("burst-%d", k))
