@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"flag"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -154,7 +156,9 @@ func TestComposeBerthServices(t *testing.T) {
 		getenv := func(k string) string { return s.Environment[k] }
 		switch s.Command[0] {
 		case "serve", "worker":
-			cfg, err := config.Load(s.Command[1:], getenv)
+			fs := flag.NewFlagSet(s.Command[0], flag.ContinueOnError) // named as berth names it: a worker's own rules apply
+			fs.SetOutput(io.Discard)
+			cfg, err := config.LoadFlags(fs, s.Command[1:], getenv)
 			if err != nil {
 				t.Errorf("%s: berth %s would refuse its settings: %v", name, s.Command[0], err)
 				continue

@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -115,12 +116,12 @@ func TestKubernetesDeployments(t *testing.T) {
 		env := podEnv(t, name, m, c, secret)
 		cmd := args[0].(string)
 		if cmd == "serve" || cmd == "worker" {
-			cfg, err := config.Load(nil, func(k string) string { return env[k] })
-			if err != nil {
+			// Named as berth names it: a worker is held to its own rules
+			// (BERTH_PUBLIC_URL, for the refunds' webhooks).
+			fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			if _, err := config.LoadFlags(fs, nil, func(k string) string { return env[k] }); err != nil {
 				t.Errorf("%s: berth %s would refuse its settings: %v", name, cmd, err)
-			}
-			if cmd == "worker" && cfg.PublicURL == "" {
-				t.Errorf("%s: no BERTH_PUBLIC_URL; the refunds consumer cannot tell the gateway where its webhooks go", name)
 			}
 		} else if env["BERTH_DATABASE_URL"] == "" {
 			t.Errorf("%s: no BERTH_DATABASE_URL", name)

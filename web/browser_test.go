@@ -132,12 +132,10 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	id := e.flight(3, 5, 0)
-	e.mustAPI(http.StatusOK, http.MethodPatch, fmt.Sprintf("/admin/flights/%d", id), auth.Admin, 1,
-		map[string]any{"waitingRoom": map[string]any{"enabled": true, "admitPerSecond": 1}})
+	e.srv.Admin().SetWaitingRoom(t, id, true, 1)
 	// Someone queued first: the browser is second in line.
-	first := e.api(http.MethodPost, "/bookings", auth.Customer, 2201, map[string]any{"flightId": id, "fareClass": "ECONOMY", "quantity": 1})
-	if first.Code() != "waiting_room" {
-		t.Fatalf("first hold: %d %s, want 429 waiting_room", first.Status, first.Body)
+	if _, p := e.srv.Customer(2201).TryHoldQuantity(t, id, "ECONOMY", 1); !p.Is(http.StatusTooManyRequests, "waiting_room") {
+		t.Fatalf("first hold: %v, want 429 waiting_room", p)
 	}
 	tb := e.tab("queued", auth.Customer, 2202)
 	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="6F"]`)

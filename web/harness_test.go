@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/app/apptest"
-	"berth.dev/berth/internal/auth"
 )
 
 // The browser tests drive berth's web app in headless Chromium, against a
@@ -339,32 +337,6 @@ func (tb *tab) docShot(name string, sel ...string) {
 	}
 }
 
-// api calls berth directly, for the set-up a test needs besides what it
-// does in the browser.
-func (e *env) api(method, path, role string, sub int64, body any, header ...string) *apptest.Response {
-	e.t.Helper()
-	req := apptest.Request{Method: method, Path: path, Body: body, Header: map[string]string{}}
-	if role != "" {
-		req.Token = e.srv.Token(role, sub)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header[header[i]] = header[i+1]
-	}
-	return e.srv.Do(req)
-}
-
-func (e *env) mustAPI(want int, method, path, role string, sub int64, body any, header ...string) map[string]any {
-	e.t.Helper()
-	r := e.api(method, path, role, sub, body, header...)
-	if r.Status != want {
-		e.t.Fatalf("%s %s: %d %s, want %d", method, path, r.Status, r.Body, want)
-	}
-	if len(r.Body) == 0 {
-		return nil
-	}
-	return r.Map(e.t)
-}
-
 // flight creates a flight from SGN to HAN departing in days, with rows of
 // seats A–F per class: business rows 1–2, economy rows 3…3+ecoRows-1.
 func (e *env) flight(days, ecoRows, overbook int) int64 {
@@ -380,13 +352,8 @@ func (e *env) flight(days, ecoRows, overbook int) int64 {
 		return out
 	}
 	eco := seats(3, 2+ecoRows)
-	f := e.mustAPI(http.StatusCreated, http.MethodPost, "/admin/flights", auth.Admin, 1, map[string]any{
-		"code": "BT101", "from": "SGN", "to": "HAN",
-		"departureAt": dep.Format(time.RFC3339), "arrivalAt": dep.Add(2 * time.Hour).Format(time.RFC3339),
-		"fares": []map[string]any{
-			{"fareClass": "BUSINESS", "price": 4_800_000, "currency": "VND", "capacity": 12, "seats": seats(1, 2)},
-			{"fareClass": "ECONOMY", "price": 1_200_000, "currency": "VND", "capacity": len(eco), "overbookLimit": overbook, "seats": eco},
-		},
-	})
-	return int64(f["id"].(float64))
+	return e.srv.Admin().CreateFlight(e.t, apptest.Flight{Code: "BT101", DepartureAt: dep, Fares: []apptest.Fare{
+		{Class: "BUSINESS", Price: 4_800_000, Capacity: 12, Seats: seats(1, 2)},
+		{Class: "ECONOMY", Price: 1_200_000, Capacity: len(eco), OverbookLimit: overbook, Seats: eco},
+	}}).ID
 }

@@ -2,14 +2,15 @@ package web_test
 
 import (
 	"fmt"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/booking"
 )
 
 var ict = time.FixedZone("ICT", 7*3600)
@@ -17,21 +18,15 @@ var ict = time.FixedZone("ICT", 7*3600)
 // car lists a car in Hanoi for host, with a two-hour turnaround.
 func (e *env) car(host int64, plate string) int64 {
 	e.t.Helper()
-	c := e.mustAPI(http.StatusCreated, http.MethodPost, "/host/cars", auth.Host, host, map[string]any{
-		"plate": plate, "model": "Toyota Vios", "city": "HN", "dailyPrice": 800_000, "deposit": 5_000_000,
-		"currency": "VND", "turnaround": "2h",
-	})
-	return int64(c["id"].(float64))
+	return e.srv.Host(host).CreateCar(e.t, apptest.Car{Plate: plate, Model: "Toyota Vios", City: "HN", DailyPrice: 800_000,
+		Deposit: 5_000_000, Currency: "VND", Turnaround: "2h"}).ID
 }
 
 // carBooking holds car for customer from..to and, if pay, pays it through
 // the simulator; it returns the booking id.
 func (e *env) carBooking(customer, car int64, from, to time.Time, pay bool) int64 {
 	e.t.Helper()
-	b := e.mustAPI(http.StatusCreated, http.MethodPost, "/bookings", auth.Customer, customer,
-		map[string]any{"carId": car, "from": from.Format(time.RFC3339), "to": to.Format(time.RFC3339)},
-		"Idempotency-Key", fmt.Sprintf("car-%d-%d", customer, from.Unix()))
-	id := int64(b["bookingId"].(float64))
+	id := e.srv.Customer(customer).HoldCar(e.t, car, from, to).BookingID
 	if pay {
 		e.pay(customer, id)
 	}
@@ -42,23 +37,15 @@ func (e *env) carBooking(customer, car int64, from, to time.Time, pay bool) int6
 // CONFIRMED.
 func (e *env) pay(customer, id int64) {
 	e.t.Helper()
-	p := e.mustAPI(http.StatusCreated, http.MethodPost, fmt.Sprintf("/bookings/%d/payments", id), auth.Customer, customer, nil,
-		"Idempotency-Key", fmt.Sprintf("pay-%d", id))
-	u, _ := url.Parse(p["checkoutUrl"].(string))
+	c := e.srv.Customer(customer)
+	u, _ := url.Parse(c.StartPayment(e.t, id, fmt.Sprintf("pay-%d", id)).CheckoutURL)
 	txn := u.Path[strings.LastIndex(u.Path, "/")+1:]
 	if !e.srv.App.PaySim.Settle(txn, true) {
 		e.t.Fatalf("settle %s: no such pending charge", txn)
 	}
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		b := e.mustAPI(http.StatusOK, http.MethodGet, fmt.Sprintf("/bookings/%d", id), auth.Customer, customer, nil)
-		if b["status"] == "CONFIRMED" {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("booking %d is %v after paying, want CONFIRMED", id, b["status"])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	apptest.Eventually(e.t, 15*time.Second, fmt.Sprintf("booking %d is not CONFIRMED after paying", id), func() bool {
+		return c.GetBooking(e.t, id).Status == booking.Confirmed
+	})
 }
 
 func wall(t time.Time) string { return t.In(ict).Format("2006-01-02T15:04") }
@@ -145,8 +132,7 @@ func TestBrowserAdminOverbook(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	id := e.flight(3, 1, 0) // six economy seats
-	e.mustAPI(http.StatusCreated, http.MethodPost, "/bookings", auth.Customer, 3301,
-		map[string]any{"flightId": id, "fareClass": "ECONOMY", "quantity": 6})
+	e.srv.Customer(3301).HoldQuantity(t, id, "ECONOMY", 6)
 
 	buyer := e.tab("buyer", auth.Customer, 3302)
 	buyer.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -18,13 +17,12 @@ func TestBrowserExtendAndWaitlist(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	id := e.flight(3, 1, 0)
-	b := e.mustAPI(http.StatusCreated, http.MethodPost, "/bookings", auth.Customer, 1001,
-		map[string]any{"flightId": id, "fareClass": "ECONOMY", "quantity": 6})
-	bid := int64(b["bookingId"].(float64))
-	first, err := time.Parse(time.RFC3339, b["holdExpiresAt"].(string))
-	if err != nil {
-		t.Fatal(err)
+	b := e.srv.Customer(1001).HoldQuantity(t, id, "ECONOMY", 6)
+	bid := b.BookingID
+	if b.HoldExpiresAt == nil {
+		t.Fatalf("hold without holdExpiresAt: %+v", b)
 	}
+	first := *b.HoldExpiresAt
 
 	holder := e.tab("holder", auth.Customer, 1001)
 	holder.open(fmt.Sprintf("/app/bookings/%d", bid), "[data-booking-status]")
@@ -49,7 +47,7 @@ func TestBrowserExtendAndWaitlist(t *testing.T) {
 	fan.waitFor("the place in line", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'WAITING'`)
 	fan.check("flight (joined the waitlist)")
 
-	e.mustAPI(http.StatusOK, http.MethodPost, fmt.Sprintf("/bookings/%d/cancel", bid), auth.Customer, 1001, nil)
+	e.srv.Customer(1001).Cancel(t, bid)
 	fan.open("/app/bookings", `[data-action="offer"]`)
 	fan.check("my bookings (an offer)")
 	fan.click(`[data-action="offer"]`)

@@ -114,8 +114,6 @@ func benchOptions(args []string, getenv func(string) string, stderr io.Writer) (
 			o = bench.Quick()
 		}
 	}
-	o.DatabaseURL = getenv("BERTH_DATABASE_URL")
-	o.RedisURL = getenv("BERTH_REDIS_URL")
 	fs := newFlags("bench")
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -135,8 +133,6 @@ Flags:
 	fs.Bool("quick", false, "a short, gentle preset for smoke tests (other flags still override it)")
 	fs.StringVar(&o.Scenario, "scenario", o.Scenario, "flash-sale or car-peak")
 	fs.StringVar(&o.Protect, "protect", o.Protect, "on, off or both (both runs off then on, side by side)")
-	config.URLVar(fs, &o.DatabaseURL, "database-url", "PostgreSQL server to create the bench databases on (BERTH_DATABASE_URL)")
-	config.URLVar(fs, &o.RedisURL, "redis-url", "Redis for berth (BERTH_REDIS_URL; empty: the embedded substitute)")
 	fs.BoolVar(&o.Keep, "keep", o.Keep, "keep the bench databases afterwards")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "random seed: the same seed offers the same requests")
 	fs.StringVar(&f.out, "out", ".", "folder for the report, the JSON file and berth's log")
@@ -171,9 +167,13 @@ Flags:
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "time budget of one request")
 	fs.DurationVar(&o.Drain, "drain", o.Drain, "how long to wait for late answers after the offered load ends")
 	fs.DurationVar(&o.Settle, "settle", o.Settle, "pause before stopping berth, for payments' webhooks to land")
-	if err := fs.Parse(args); err != nil {
+	// The bench databases are made on the server of BERTH_DATABASE_URL,
+	// and berth is given BERTH_REDIS_URL, read as serve reads them.
+	c, err := config.LoadSome(fs, args, getenv, "BERTH_DATABASE_URL", "BERTH_REDIS_URL")
+	if err != nil {
 		return f, err
 	}
+	o.DatabaseURL, o.RedisURL = c.DatabaseURL, c.RedisURL
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("bench: unexpected argument %q", strings.Join(fs.Args(), " "))
 	}

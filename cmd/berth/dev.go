@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -46,15 +47,23 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"BERTH_REQUEST_LIMIT":  "1000/1s",
 		"BERTH_ADDRESS_LIMIT":  "5000/1s",
 	}
+	// The environment wins over these.
+	lookup := func(k string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return env[k]
+	}
+	pre, err := config.LoadSome(flag.NewFlagSet("dev", flag.ContinueOnError), nil, lookup, "BERTH_HTTP_ADDR", "BERTH_GATEWAY_URL")
+	if err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
 	// Payments go to the built-in simulator (on the loopback address
 	// only), unless a gateway is configured.
-	if getenv("BERTH_GATEWAY_URL") == "" {
+	if pre.GatewayURL == "" {
 		env["BERTH_PAYSIM"] = "on"
 	}
-	httpAddr := getenv("BERTH_HTTP_ADDR")
-	if httpAddr == "" {
-		httpAddr = *addr
-	}
+	httpAddr := pre.HTTPAddr
 	// Take the port first: finding it taken after a minute of seeding
 	// would waste the minute.
 	ln, err := net.Listen("tcp", httpAddr)
@@ -85,12 +94,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		env["BERTH_DATABASE_URL"] = p.URL("berth")
 	}
-	cfg, err := config.Load(nil, func(k string) string {
-		if v := getenv(k); v != "" {
-			return v
-		}
-		return env[k]
-	})
+	cfg, err := config.Load(nil, lookup)
 	if err != nil {
 		return fmt.Errorf("settings: %w", err)
 	}

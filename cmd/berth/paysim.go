@@ -18,9 +18,6 @@ import (
 func paysimCmd(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := newFlags("paysim")
 	addr := fs.String("addr", "127.0.0.1:8090", "listen address")
-	secret := new(string)
-	*secret = getenv("BERTH_WEBHOOK_SECRET")
-	config.SecretVar(fs, secret, "webhook-secret", "webhook signing secret, whsec_… (BERTH_WEBHOOK_SECRET)")
 	public := fs.String("public-url", "", "base URL of the checkout pages (default http://<addr>)")
 	var o paysim.Options
 	fs.DurationVar(&o.Latency, "latency", 0, "each API call takes a random time up to this")
@@ -33,10 +30,11 @@ func paysimCmd(ctx context.Context, args []string, getenv func(string) string, s
 	fs.Float64Var(&o.LateShare, "late-share", 0, "share of deliveries held back by --late-by (0–1)")
 	fs.DurationVar(&o.LateBy, "late-by", 3*time.Minute, "how late the late deliveries are")
 	fs.DurationVar(&o.RefundDelay, "refund-delay", time.Second, "a refund succeeds after a random time up to this")
-	if err := fs.Parse(args); err != nil {
+	c, err := config.LoadSome(fs, args, getenv, "BERTH_WEBHOOK_SECRET")
+	if err != nil {
 		return err
 	}
-	key, err := config.WebhookKey(*secret)
+	key, err := config.WebhookKey(c.WebhookSecret)
 	if err != nil {
 		return fmt.Errorf("BERTH_WEBHOOK_SECRET: %w", err)
 	}

@@ -74,16 +74,11 @@ func token(args []string, getenv func(string) string, stdout io.Writer) error {
 	role := fs.String("role", auth.Customer, "customer, host or admin")
 	sub := fs.Int64("sub", 0, "the caller's numeric id")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
-	secret := new(string)
-	*secret = getenv("BERTH_AUTH_SECRET")
-	config.SecretVar(fs, secret, "secret", "HS256 key (BERTH_AUTH_SECRET)")
-	if err := fs.Parse(args); err != nil {
+	c, err := config.LoadSome(fs, args, getenv, "BERTH_AUTH_SECRET")
+	if err != nil {
 		return err
 	}
-	if *secret == "" {
-		return fmt.Errorf("BERTH_AUTH_SECRET: is required")
-	}
-	tok, err := auth.Issue([]byte(*secret), *sub, *role, clock.System{}.Now(), *ttl)
+	tok, err := auth.Issue([]byte(c.AuthSecret), *sub, *role, clock.System{}.Now(), *ttl)
 	if err != nil {
 		return err
 	}

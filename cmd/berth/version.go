@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"time"
+
+	"berth.dev/berth/internal/config"
 )
 
 // version and commit are stamped by scripts/release-build.sh
@@ -47,14 +49,14 @@ func versionCmd(stdout io.Writer) error {
 func probe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := newFlags("probe")
 	fs.SetOutput(stderr)
-	addr := getenv("BERTH_HTTP_ADDR")
-	if addr == "" {
-		addr = ":8080"
-	}
-	url := fs.String("url", probeURL(addr, "/healthz"), "the URL to ask (default: /healthz on BERTH_HTTP_ADDR)")
+	url := fs.String("url", "", "the URL to ask (default: /healthz on BERTH_HTTP_ADDR)")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
-	if err := fs.Parse(args); err != nil {
+	c, err := config.LoadSome(fs, args, getenv, "BERTH_HTTP_ADDR")
+	if err != nil {
 		return err
+	}
+	if *url == "" {
+		*url = probeURL(c.HTTPAddr, "/healthz")
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()

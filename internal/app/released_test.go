@@ -22,12 +22,7 @@ func TestEveryReleaseTellsTheHookOnce(t *testing.T) {
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1_000_000, Seats: apptest.Seats(1, 2, "ABC")})
 	hold := func(customer int64, seat string) int64 {
 		t.Helper()
-		r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", customer),
-			Body: map[string]any{"flightId": flightID, "fareClass": "ECONOMY", "seats": []string{seat}}})
-		if r.Status != http.StatusCreated {
-			t.Fatalf("hold %s: %d %s", seat, r.Status, r.Body)
-		}
-		return int64(r.Map(t)["bookingId"].(float64))
+		return s.Customer(customer).HoldSeats(t, flightID, "ECONOMY", seat).BookingID
 	}
 	released := func() int {
 		t.Helper()

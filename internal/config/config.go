@@ -81,6 +81,11 @@ type Config struct {
 	// ReadMaxLag is how far the read replica may lag before searches and
 	// seat maps read from the primary instead.
 	ReadMaxLag time.Duration
+
+	// Worker is set for `berth worker` (by LoadFlags, from its flag set's
+	// name); Validate holds a worker to what it needs besides serve's
+	// settings (BERTH_PUBLIC_URL). It is not a setting.
+	Worker bool
 }
 
 // Rate is a count per window, written "3/15m"; the zero Rate, written
@@ -153,9 +158,11 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 }
 
 // LoadFlags is Load parsing args with fs, the flag set of the command
-// that takes serve's settings (its name and -h text are the caller's).
+// that takes serve's settings (its name and -h text are the caller's): a
+// flag set named "worker" loads the settings of `berth worker`.
 func LoadFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
 	c := Defaults()
+	c.Worker = fs.Name() == "worker"
 	if err := c.fromEnv(getenv); err != nil {
 		return c, err
 	}
@@ -171,7 +178,8 @@ func LoadFlags(fs *flag.FlagSet, args []string, getenv func(string) string) (Con
 
 // LoadSome is LoadFlags for a command that takes only some of serve's
 // settings, named by their variables, beside flags of its own already on
-// fs: their defaults, then getenv, then args. It checks each by its own
+// fs: their defaults, then getenv, then args (a secret by the flag the
+// one-off commands give it). It checks each by its own
 // rules, not by those that involve settings the command does not take.
 func LoadSome(fs *flag.FlagSet, args []string, getenv func(string) string, envs ...string) (Config, error) {
 	c := Defaults()
@@ -185,6 +193,9 @@ func LoadSome(fs *flag.FlagSet, args []string, getenv func(string) string, envs 
 			if err := s.v.set(v); err != nil {
 				return c, fmt.Errorf("%s: %w", env, err)
 			}
+		}
+		if s.flag == "" {
+			s.flag = s.cmdFlag
 		}
 		s.register(fs)
 		some = append(some, s)

@@ -67,10 +67,10 @@ func (c *Config) settings() []setting {
 				}
 				return nil
 			}},
-		{env: "BERTH_AUTH_SECRET", shown: "required", secret: hidden,
+		{env: "BERTH_AUTH_SECRET", cmdFlag: "secret", shown: "required", secret: hidden,
 			help: "HS256 key for bearer tokens (≥ 16 characters)",
 			v:    text(&c.AuthSecret, minLength(16))},
-		{env: "BERTH_WEBHOOK_SECRET", shown: "required", secret: hidden,
+		{env: "BERTH_WEBHOOK_SECRET", cmdFlag: "webhook-secret", shown: "required", secret: hidden,
 			help: "HMAC key for payment-gateway webhooks, `whsec_<base64>` of ≥ 16 bytes",
 			v:    text(&c.WebhookSecret, webhookKey)},
 		{env: "BERTH_GATEWAY_URL", flag: "gateway-url", secret: urlPassword,
@@ -103,6 +103,13 @@ func (c *Config) settings() []setting {
 				"simulator pages are under it + `/paysim`; required for `worker` processes, and with `BERTH_GATEWAY_URL` when `BERTH_HTTP_ADDR` " +
 				"is not loopback (berth refuses to start: several processes must give the gateway one shared URL)",
 			v: text(&c.PublicURL, optionalURL("an http(s):// URL", "http", "https")), check: func() error {
+				if c.Worker && c.PublicURL == "" {
+					// A worker has no listen address the gateway could reach:
+					// the refunds consumer tells the gateway where to send its
+					// webhooks.
+					return errors.New("is required for berth worker: the URL where the gateway reaches the berth serve processes " +
+						"(the load balancer), for the webhooks of the refunds the worker starts")
+				}
 				if c.GatewayURL != "" && c.PublicURL == "" && !IsLoopback(c.HTTPAddr) {
 					// Without it each process gives the gateway its own address, so a
 					// charge's webhooks reach only the process that started it: while
@@ -159,6 +166,10 @@ func (c *Config) settings() []setting {
 type setting struct {
 	env  string // the environment variable; "" for a flag only
 	flag string // the flag of serve and worker; "" for a variable only (the secrets, kept off command lines)
+	// cmdFlag is the flag of a secret in the one-off commands that take
+	// it through LoadSome (berth token --secret, berth paysim
+	// --webhook-secret), which are not long-running processes.
+	cmdFlag string
 	// def is the default, written as in the environment; "" leaves the
 	// zero value. shown replaces it in the README when the default is not
 	// a value of its own ("required", "the listen address").

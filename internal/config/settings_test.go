@@ -292,3 +292,40 @@ func TestLoadSome(t *testing.T) {
 		}
 	}
 }
+
+// berth worker refuses to start without BERTH_PUBLIC_URL, from the
+// environment or its flag, even where serve needs none (the simulator on
+// loopback): the refunds it starts tell the gateway where their webhooks
+// go, and a worker has no address of its own that the gateway reaches.
+func TestWorkerRefusesBadValues(t *testing.T) {
+	t.Parallel()
+	load := func(name string, args []string, m map[string]string) error {
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		fs.SetOutput(new(bytes.Buffer))
+		_, err := LoadFlags(fs, args, env(m))
+		return err
+	}
+	for _, m := range []map[string]string{with("BERTH_GATEWAY_URL", "https://pay.example.com"), with("BERTH_PAYSIM", "on")} {
+		delete(m, "BERTH_PUBLIC_URL")
+		if m["BERTH_PAYSIM"] == "on" {
+			delete(m, "BERTH_GATEWAY_URL")
+		}
+		m["BERTH_HTTP_ADDR"] = "127.0.0.1:8080"
+		if err := load("serve", nil, m); err != nil {
+			t.Errorf("serve on loopback without a public URL: %v", err)
+		}
+		if err := load("worker", nil, m); err == nil || !strings.Contains(err.Error(), "BERTH_PUBLIC_URL: is required for berth worker") {
+			t.Errorf("worker without a public URL: err = %v, want one naming BERTH_PUBLIC_URL", err)
+		}
+		if err := load("worker", []string{"--public-url", "https://book.example.com"}, m); err != nil {
+			t.Errorf("worker with --public-url: %v", err)
+		}
+		m["BERTH_PUBLIC_URL"] = "https://book.example.com"
+		if err := load("worker", nil, m); err != nil {
+			t.Errorf("worker with BERTH_PUBLIC_URL: %v", err)
+		}
+		if err := load("worker", []string{"--public-url", "book.example.com"}, m); err == nil || !strings.Contains(err.Error(), "BERTH_PUBLIC_URL: must be") {
+			t.Errorf("worker with --public-url book.example.com: err = %v, want one naming BERTH_PUBLIC_URL", err)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,18 +229,9 @@ func TestBrokerDownBacklogGrowsServeAnswersThenDrains(t *testing.T) {
 	e.clock = s.Clock
 	e.life = s.App.Life
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 500_000, Seats: apptest.Seats(1, 10, "ABCDEF")})
-	customer := s.Token("customer", 42)
+	customer := s.Customer(42)
 	holdSeat := func(seat string) int64 {
-		r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: customer,
-			Body: map[string]any{"flightId": flightID, "fareClass": "ECONOMY", "seats": []string{seat}}})
-		if r.Status != http.StatusCreated {
-			t.Fatalf("hold %s: %d %s", seat, r.Status, r.Body)
-		}
-		var b struct {
-			BookingID int64 `json:"bookingId"`
-		}
-		r.JSON(t, &b)
-		return b.BookingID
+		return customer.HoldSeats(t, flightID, "ECONOMY", seat).BookingID
 	}
 	first := holdSeat("1A")
 	_ = first
@@ -259,9 +249,8 @@ func TestBrokerDownBacklogGrowsServeAnswersThenDrains(t *testing.T) {
 		case 0:
 			err = e.confirm(context.Background(), id)
 		case 1:
-			r := s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", id), Token: customer})
-			if r.Status != http.StatusOK {
-				t.Errorf("cancel %d while the broker is down: %d %s", id, r.Status, r.Body)
+			if _, p := customer.TryCancel(t, id); p != nil {
+				t.Errorf("cancel %d while the broker is down: %s", id, p)
 			}
 		}
 		if err != nil {

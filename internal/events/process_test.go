@@ -294,7 +294,9 @@ func TestWorkerRunsEventsForAServeWithout(t *testing.T) {
 	if published != 0 {
 		t.Errorf("serve with events off published %d events", published)
 	}
-	startBerth(t, "worker", e.url, hookEnv...)
+	// A worker needs the public URL for its refunds' webhooks; this
+	// workload pays nothing, so no gateway ever calls it.
+	startBerth(t, "worker", e.url, append(hookEnv, "BERTH_PUBLIC_URL=http://127.0.0.1:9")...)
 	e.waitNotified(t, rcv, time.Minute)
 	e.waitPublished(t, time.Minute)
 	e.checkTickets(t)

@@ -174,7 +174,7 @@ func (c *client) token(customer int64) string {
 
 // send makes one attempt of o on process proc.
 func (c *client) send(ctx context.Context, o *op, proc int) attempt {
-	body, _ := json.Marshal(map[string]any{"flightId": c.flight, "fareClass": "ECONOMY", "seats": []string{o.seat}})
+	body, _ := json.Marshal(apptest.SeatHold{FlightID: c.flight, FareClass: "ECONOMY", Seats: []string{o.seat}})
 	a := attempt{proc: proc, call: time.Now()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.e.url(proc)+"/bookings", bytes.NewReader(body))
 	if err != nil {

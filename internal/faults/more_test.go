@@ -307,7 +307,17 @@ func gatewayFaults(c *client) scenario {
 // it, which refunds it.
 func payFlow(c *client, hc *http.Client, base string, flight int64, seat string, customer int64, key string, cancel bool, p *payOp) {
 	tok := c.token(customer)
-	do := func(method, path, key string, body any) (int, map[string]any, http.Header, error) {
+	// The fields of the answers this flow reads: a booking's, or a
+	// problem's code. Raw transport: under faults a request may fail, which
+	// the typed client would take for the test's failure.
+	type answer struct {
+		BookingID    int64  `json:"bookingId"`
+		Status       string `json:"status"`
+		RefundAmount int64  `json:"refundAmount"`
+		Code         string `json:"code"`
+	}
+	do := func(method, path, key string, body any) (int, answer, http.Header, error) {
+		var doc answer
 		b, _ := json.Marshal(body)
 		req, _ := http.NewRequest(method, base+path, bytes.NewReader(b))
 		req.Header.Set("Content-Type", "application/json")
@@ -317,35 +327,33 @@ func payFlow(c *client, hc *http.Client, base string, flight int64, seat string,
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
-			return 0, nil, nil, err
+			return 0, doc, nil, err
 		}
 		defer resp.Body.Close()
 		raw, _ := io.ReadAll(resp.Body)
-		doc := map[string]any{}
 		_ = json.Unmarshal(raw, &doc)
 		return resp.StatusCode, doc, resp.Header, nil
 	}
-	status, doc, _, _ := do(http.MethodPost, "/bookings", "", map[string]any{"flightId": flight, "fareClass": "ECONOMY", "seats": []string{seat}})
+	status, doc, _, _ := do(http.MethodPost, "/bookings", "", apptest.SeatHold{FlightID: flight, FareClass: "ECONOMY", Seats: []string{seat}})
 	p.hold = status
 	if status != http.StatusCreated {
 		return
 	}
-	id, _ := doc["bookingId"].(float64)
-	p.booking = int64(id)
+	p.booking = doc.BookingID
 	start := time.Now()
-	status, doc, h, err := do(http.MethodPost, fmt.Sprintf("/bookings/%d/payments", p.booking), key, map[string]any{})
+	status, doc, h, err := do(http.MethodPost, fmt.Sprintf("/bookings/%d/payments", p.booking), key, struct{}{})
 	p.payTime = time.Since(start)
 	p.pay = attempt{status: status, retryAfter: h.Get("Retry-After") != ""}
 	if err != nil {
 		p.pay.err = err.Error()
 	}
-	p.pay.code, _ = doc["code"].(string)
+	p.pay.code = doc.Code
 	if status != http.StatusCreated || !cancel {
 		return
 	}
 	for range 60 {
 		time.Sleep(250 * time.Millisecond)
-		if s, doc, _, _ := do(http.MethodGet, fmt.Sprintf("/bookings/%d", p.booking), "", nil); s == http.StatusOK && doc["status"] == "CONFIRMED" {
+		if s, doc, _, _ := do(http.MethodGet, fmt.Sprintf("/bookings/%d", p.booking), "", nil); s == http.StatusOK && doc.Status == "CONFIRMED" {
 			p.confirmed = true
 			break
 		}
@@ -356,9 +364,7 @@ func payFlow(c *client, hc *http.Client, base string, flight int64, seat string,
 	time.Sleep(2 * time.Second) // into the next phase of the fault
 	status, doc, _, _ = do(http.MethodPost, fmt.Sprintf("/bookings/%d/cancel", p.booking), "", nil)
 	p.cancel = status
-	if amt, ok := doc["refundAmount"].(float64); ok {
-		p.refund = int64(amt)
-	}
+	p.refund = doc.RefundAmount
 }
 
 var statsLine = regexp.MustCompile(`(\d+) charges \((\d+) succeeded, (\d+) failed, (\d+) pending\),\s*(\d+) refunds`)

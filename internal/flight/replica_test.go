@@ -68,14 +68,18 @@ func TestReadReplica(t *testing.T) {
 	}
 	readyz := func() (int, string) {
 		r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/readyz"})
-		m := r.Map(t)
-		state, _ := m["databaseRead"].(string)
-		if state == "" { // a problem+json answer carries the checks in "checks"
-			if c, ok := m["checks"].(map[string]any); ok {
-				state, _ = c["databaseRead"].(string)
-			}
+		var ready struct {
+			DatabaseRead string `json:"databaseRead"`
+			// A problem+json answer carries the checks in "checks".
+			Checks struct {
+				DatabaseRead string `json:"databaseRead"`
+			} `json:"checks"`
 		}
-		return r.Status, state
+		r.JSON(t, &ready)
+		if ready.DatabaseRead == "" {
+			return r.Status, ready.Checks.DatabaseRead
+		}
+		return r.Status, ready.DatabaseRead
 	}
 	replicaExec := func(sql string) {
 		t.Helper()

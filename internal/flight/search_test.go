@@ -2,11 +2,11 @@ package flight_test
 
 import (
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/httpapi"
 )
 
 // The search date is the departure date in the origin's time zone: a
@@ -14,64 +14,42 @@ import (
 func TestSearchByLocalDepartureDate(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t, apptest.Options{})
-	admin := s.Token("admin", 1)
 	ict := time.FixedZone("ICT", 7*3600)
+	half := 50
 	create := func(code string, dep time.Time) {
-		r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: admin, Body: map[string]any{
-			"code": code, "from": "SGN", "to": "NRT", "departureAt": dep.Format(time.RFC3339),
-			"arrivalAt": dep.Add(6 * time.Hour).Format(time.RFC3339),
-			"fares": []map[string]any{{"fareClass": "ECONOMY", "price": 5_000_000, "currency": "VND", "capacity": 3,
-				"overbookLimit": 1, "seats": []string{"30A", "30B"}, "refundable": 50, "refundCutoff": "48h"}},
-		}})
-		if r.Status != http.StatusCreated {
-			t.Fatalf("create %s: %d %s", code, r.Status, r.Body)
-		}
+		s.Admin().CreateFlight(t, apptest.Flight{Code: code, From: "SGN", To: "NRT", DepartureAt: dep, ArrivalAt: dep.Add(6 * time.Hour),
+			Fares: []apptest.Fare{{Class: "ECONOMY", Price: 5_000_000, Currency: "VND", Capacity: 3, OverbookLimit: 1,
+				Seats: []string{"30A", "30B"}, Refundable: &half, RefundCutoff: "48h"}}})
 	}
 	create("VJ800", time.Date(2026, 12, 5, 0, 30, 0, 0, ict))
 	create("VJ801", time.Date(2026, 12, 4, 23, 50, 0, 0, ict))
-	search := func(date string) []map[string]any {
-		r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/flights?from=sgn&to=NRT&date=" + date})
-		if r.Status != http.StatusOK {
-			t.Fatalf("search %s: %d %s", date, r.Status, r.Body)
-		}
-		var out struct{ Flights []map[string]any }
-		r.JSON(t, &out)
-		return out.Flights
+	search := func(date string) []httpapi.FlightView {
+		return s.Anonymous().SearchFlights(t, "from=sgn&to=NRT&date="+date)
 	}
 	got := search("2026-12-05")
-	if len(got) != 1 || got[0]["code"] != "VJ800" {
-		t.Fatalf("flights on the 5th = %v, want only VJ800", got)
+	if len(got) != 1 || got[0].Code != "VJ800" {
+		t.Fatalf("flights on the 5th = %+v, want only VJ800", got)
 	}
 	f := got[0]
-	if f["departureAt"] != "2026-12-05T00:30:00+07:00" || f["arrivalAt"] != "2026-12-05T08:30:00+09:00" {
-		t.Errorf("times %v → %v, want rendered in each airport's zone", f["departureAt"], f["arrivalAt"])
+	if dep, arr := f.DepartureAt.Format(time.RFC3339), f.ArrivalAt.Format(time.RFC3339); dep != "2026-12-05T00:30:00+07:00" || arr != "2026-12-05T08:30:00+09:00" {
+		t.Errorf("times %s → %s, want rendered in each airport's zone", dep, arr)
 	}
-	fares := f["fares"].([]any)
-	fare := fares[0].(map[string]any)
-	if fare["available"] != float64(4) || fare["price"] != float64(5_000_000) || fare["currency"] != "VND" {
-		t.Errorf("fare = %v, want 4 available (capacity 3 + overbook 1) at 5,000,000 VND", fare)
+	fare := f.Fares[0]
+	if fare.Available != 4 || fare.Price != 5_000_000 || fare.Currency != "VND" {
+		t.Errorf("fare = %+v, want 4 available (capacity 3 + overbook 1) at 5,000,000 VND", fare)
 	}
-	if _, leaked := fare["capacity"]; leaked {
-		t.Errorf("public search shows admin counters: %v", fare)
+	if fare.Capacity != nil || fare.OverbookLimit != nil || fare.Sold != nil || fare.Held != nil || fare.Buckets != nil {
+		t.Errorf("public search shows admin counters: %+v", fare)
 	}
-	if got := search("2026-12-04"); len(got) != 1 || got[0]["code"] != "VJ801" {
-		t.Errorf("flights on the 4th = %v, want only VJ801", got)
+	if got := search("2026-12-04"); len(got) != 1 || got[0].Code != "VJ801" {
+		t.Errorf("flights on the 4th = %+v, want only VJ801", got)
 	}
 	if got := search("2026-12-06"); len(got) != 0 {
-		t.Errorf("flights on the 6th = %v, want none", got)
+		t.Errorf("flights on the 6th = %+v, want none", got)
 	}
-	id := int64(got0(t, search("2026-12-05"))["id"].(float64))
-	if r := s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/flights/%d", id)}); r.Status != http.StatusOK || r.Map(t)["code"] != "VJ800" {
-		t.Errorf("GET /flights/%d: %d %s", id, r.Status, r.Body)
+	if got := s.Anonymous().GetFlight(t, f.ID); got.Code != "VJ800" {
+		t.Errorf("GET /flights/%d: %+v, want VJ800", f.ID, got)
 	}
-}
-
-func got0(t *testing.T, fs []map[string]any) map[string]any {
-	t.Helper()
-	if len(fs) == 0 {
-		t.Fatal("no flights")
-	}
-	return fs[0]
 }
 
 // GET /bookings lists the caller's own bookings, newest first, in pages.
@@ -79,37 +57,30 @@ func TestListOwnBookingsPaged(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 50})
-	var mine []float64
+	var mine []int64
 	for i := range 5 {
 		for _, cust := range []int64{1, 2} {
-			r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", cust),
-				Body: map[string]any{"flightId": flightID, "fareClass": "ECONOMY", "quantity": 1 + i%2}})
-			if r.Status != http.StatusCreated {
-				t.Fatalf("hold: %d %s", r.Status, r.Body)
-			}
+			v := s.Customer(cust).HoldQuantity(t, flightID, "ECONOMY", 1+i%2)
 			if cust == 1 {
-				mine = append([]float64{r.Map(t)["bookingId"].(float64)}, mine...)
+				mine = append([]int64{v.BookingID}, mine...)
 			}
 		}
 	}
-	page := func(q string) []float64 {
-		r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/bookings" + q, Token: s.Token("customer", 1)})
-		var out struct{ Bookings []map[string]any }
-		r.JSON(t, &out)
-		var ids []float64
-		for _, b := range out.Bookings {
-			if b["customerId"] != float64(1) {
-				t.Errorf("another customer's booking listed: %v", b)
+	page := func(q string) []int64 {
+		var ids []int64
+		for _, b := range s.Customer(1).Bookings(t, q) {
+			if b.CustomerID != 1 {
+				t.Errorf("another customer's booking listed: %+v", b)
 			}
-			ids = append(ids, b["bookingId"].(float64))
+			ids = append(ids, b.BookingID)
 		}
 		return ids
 	}
-	first := page("?limit=3")
+	first := page("limit=3")
 	if fmt.Sprint(first) != fmt.Sprint(mine[:3]) {
 		t.Errorf("first page = %v, want %v", first, mine[:3])
 	}
-	rest := page(fmt.Sprintf("?limit=3&before=%d", int64(first[2])))
+	rest := page(fmt.Sprintf("limit=3&before=%d", first[2]))
 	if fmt.Sprint(rest) != fmt.Sprint(mine[3:]) {
 		t.Errorf("second page = %v, want %v", rest, mine[3:])
 	}

@@ -3,7 +3,6 @@ package flight_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -42,9 +41,6 @@ func testWaitlistRace(t *testing.T, buckets int) {
 		}
 		return a.URL
 	}
-	do := func(i int, customer int64, method, path string, body any) *apptest.Response {
-		return apptest.Do(t, base(i), apptest.Request{Method: method, Path: path, Token: apptest.Token(t, "customer", customer, now), Body: body})
-	}
 	customer := func(i int, id int64) apptest.Client {
 		return apptest.Client{Base: base(i), Token: apptest.Token(t, "customer", id, now)}
 	}
@@ -58,8 +54,7 @@ func testWaitlistRace(t *testing.T, buckets int) {
 	for i := range waiting {
 		q := i%3 + 1
 		wanted += q
-		r := do(i, int64(2000+i), http.MethodPost, fmt.Sprintf("/flights/%d/waitlist", flightID), map[string]any{"fareClass": "ECONOMY", "quantity": q})
-		mustStatus(t, "join", r, http.StatusCreated, "")
+		customer(i, int64(2000+i)).JoinWaitlist(t, flightID, "ECONOMY", q)
 	}
 
 	rs := apptest.Race(holders+walkIns, func(i int) apptest.Attempt {

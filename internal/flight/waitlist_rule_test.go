@@ -139,8 +139,7 @@ func TestWaitlistOfferAndHoldsRaceForFreedUnits(t *testing.T) {
 		for i := range held {
 			held[i] = s.Customer(base+int64(i)).HoldQuantity(t, flightID, "ECONOMY", 2).BookingID
 		}
-		path := fmt.Sprintf("/flights/%d/waitlist", flightID)
-		first := id(t, post(s, base+100, path, map[string]any{"fareClass": "ECONOMY", "quantity": 3}), "waitlistId")
+		first := s.Customer(base+100).JoinWaitlist(t, flightID, "ECONOMY", 3).WaitlistID
 
 		rs := apptest.Race(holders+walkIns+1, func(i int) apptest.Attempt {
 			switch {
@@ -157,9 +156,8 @@ func TestWaitlistOfferAndHoldsRaceForFreedUnits(t *testing.T) {
 				}
 				return a
 			}
-			r := post(s, base+300, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1})
-			if r.Status != http.StatusCreated && r.Code() != "invalid_state" {
-				t.Errorf("join: %d %s", r.Status, r.Body)
+			if _, p := s.Customer(base+300).TryJoinWaitlist(t, flightID, "ECONOMY", 1); p != nil && p.Code != "invalid_state" {
+				t.Errorf("join: %s", p)
 			}
 			return apptest.Attempt{}
 		})
@@ -197,27 +195,18 @@ func TestWaitlistReadsAnOfferThatRanOutAsDone(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "A")})
-	path := fmt.Sprintf("/flights/%d/waitlist", flightID)
 	h := s.Customer(10).HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
-	a := id(t, post(s, 1, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
+	a := s.Customer(1).JoinWaitlist(t, flightID, "ECONOMY", 1).WaitlistID
 	s.Customer(10).Cancel(t, h)
 	offer := waitEntry(t, s.App.Pool, a).bookingID
 
 	status := func() string {
 		t.Helper()
-		r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/waitlist", Token: s.Token("customer", 1)})
-		mustStatus(t, "list", r, http.StatusOK, "")
-		var body struct {
-			Waitlist []struct {
-				WaitlistID int64  `json:"waitlistId"`
-				Status     string `json:"status"`
-			} `json:"waitlist"`
+		l := s.Customer(1).Waitlist(t)
+		if len(l) != 1 || l[0].WaitlistID != a {
+			t.Fatalf("waitlist = %+v, want entry %d alone", l, a)
 		}
-		r.JSON(t, &body)
-		if len(body.Waitlist) != 1 || body.Waitlist[0].WaitlistID != a {
-			t.Fatalf("waitlist = %s, want entry %d alone", r.Body, a)
-		}
-		return body.Waitlist[0].Status
+		return l[0].Status
 	}
 	if st := status(); st != "OFFERED" {
 		t.Fatalf("entry reads %s while its offer is live, want OFFERED", st)
@@ -247,7 +236,9 @@ func TestAdminCountersLeaveOutHoldsThatRanOut(t *testing.T) {
 	counters := func() (held, available int) {
 		t.Helper()
 		r := s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/admin/flights/%d", flightID), Token: s.Token("admin", 1)})
-		mustStatus(t, "admin flight", r, http.StatusOK, "")
+		if r.Status != http.StatusOK {
+			t.Fatalf("admin flight: %d %s", r.Status, r.Body)
+		}
 		var f struct {
 			Fares []struct {
 				Held      int `json:"held"`

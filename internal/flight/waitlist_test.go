@@ -10,27 +10,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/payment/paytest"
 )
 
-func post(s *apptest.Server, customer int64, path string, body any) *apptest.Response {
-	return s.Do(apptest.Request{Method: http.MethodPost, Path: path, Token: s.Token("customer", customer), Body: body})
-}
-
-func id(t *testing.T, r *apptest.Response, field string) int64 {
+// refused fails t unless p is the problem status with code.
+func refused(t *testing.T, what string, p *apptest.Problem, status int, code string) {
 	t.Helper()
-	v, ok := r.Map(t)[field].(float64)
-	if !ok {
-		t.Fatalf("answer has no %s: %d %s", field, r.Status, r.Body)
-	}
-	return int64(v)
-}
-
-func mustStatus(t *testing.T, what string, r *apptest.Response, status int, code string) {
-	t.Helper()
-	if r.Status != status || (code != "" && r.Code() != code) {
-		t.Fatalf("%s: %d %s, want %d %s", what, r.Status, r.Body, status, code)
+	if !p.Is(status, code) {
+		t.Fatalf("%s: %v, want %d %s", what, p, status, code)
 	}
 }
 
@@ -55,66 +44,56 @@ func TestWaitlistJoinListLeave(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "AB")})
-	path := fmt.Sprintf("/flights/%d/waitlist", flightID)
-	join := func(customer int64, class string, n int) *apptest.Response {
-		return post(s, customer, path, map[string]any{"fareClass": class, "quantity": n})
+	join := func(customer int64, class string, n int) *apptest.Problem {
+		_, p := s.Customer(customer).TryJoinWaitlist(t, flightID, class, n)
+		return p
 	}
 
-	mustStatus(t, "join with room", join(1, "ECONOMY", 1), http.StatusConflict, "invalid_state")
+	refused(t, "join with room", join(1, "ECONOMY", 1), http.StatusConflict, "invalid_state")
 	s.Customer(9).HoldQuantity(t, flightID, "ECONOMY", 1)
 	// One unit left: a pair may wait, a single should hold.
-	mustStatus(t, "join for 1 with 1 left", join(1, "ECONOMY", 1), http.StatusConflict, "invalid_state")
-	r := join(1, "ECONOMY", 2)
-	mustStatus(t, "join for 2 with 1 left", r, http.StatusCreated, "")
-	if m := r.Map(t); m["status"] != "WAITING" || m["position"] != float64(1) {
-		t.Errorf("join = %s, want WAITING at position 1", r.Body)
+	refused(t, "join for 1 with 1 left", join(1, "ECONOMY", 1), http.StatusConflict, "invalid_state")
+	w := s.Customer(1).JoinWaitlist(t, flightID, "ECONOMY", 2)
+	if w.Status != "WAITING" || w.Position != 1 {
+		t.Errorf("join = %+v, want WAITING at position 1", w)
 	}
-	first := id(t, r, "waitlistId")
-	mustStatus(t, "join twice", join(1, "ECONOMY", 1), http.StatusConflict, "invalid_state")
-	second := join(2, "ECONOMY", 2)
-	mustStatus(t, "second customer", second, http.StatusCreated, "")
-	if p := second.Map(t)["position"]; p != float64(2) {
-		t.Errorf("second position = %v, want 2", p)
+	first := w.WaitlistID
+	refused(t, "join twice", join(1, "ECONOMY", 1), http.StatusConflict, "invalid_state")
+	if second := s.Customer(2).JoinWaitlist(t, flightID, "ECONOMY", 2); second.Position != 2 {
+		t.Errorf("second position = %d, want 2", second.Position)
 	}
-	mustStatus(t, "unknown class", join(3, "FIRST", 1), http.StatusUnprocessableEntity, "validation_failed")
-	mustStatus(t, "quantity 0", join(3, "ECONOMY", 0), http.StatusUnprocessableEntity, "validation_failed")
-	mustStatus(t, "quantity 10", join(3, "ECONOMY", 10), http.StatusUnprocessableEntity, "validation_failed")
-	mustStatus(t, "unknown field", post(s, 3, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1, "x": 1}),
-		http.StatusBadRequest, "invalid_request")
-	mustStatus(t, "host joins", s.Do(apptest.Request{Method: http.MethodPost, Path: path, Token: s.Token("host", 3),
-		Body: map[string]any{"fareClass": "ECONOMY", "quantity": 2}}), http.StatusForbidden, "forbidden")
+	refused(t, "unknown class", join(3, "FIRST", 1), http.StatusUnprocessableEntity, "validation_failed")
+	refused(t, "quantity 0", join(3, "ECONOMY", 0), http.StatusUnprocessableEntity, "validation_failed")
+	refused(t, "quantity 10", join(3, "ECONOMY", 10), http.StatusUnprocessableEntity, "validation_failed")
+	// A field the typed client cannot send: raw.
+	if r := s.Do(apptest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/flights/%d/waitlist", flightID), Token: s.Token("customer", 3),
+		Body: `{"fareClass": "ECONOMY", "quantity": 1, "x": 1}`}); r.Status != http.StatusBadRequest || r.Code() != "invalid_request" {
+		t.Fatalf("unknown field: %d %s, want 400 invalid_request", r.Status, r.Body)
+	}
+	_, p := s.Host(3).TryJoinWaitlist(t, flightID, "ECONOMY", 2)
+	refused(t, "host joins", p, http.StatusForbidden, "forbidden")
 
-	list := s.Do(apptest.Request{Method: http.MethodGet, Path: "/waitlist", Token: s.Token("customer", 1)})
-	var l struct {
-		Waitlist []map[string]any `json:"waitlist"`
-	}
-	list.JSON(t, &l)
-	if len(l.Waitlist) != 1 || l.Waitlist[0]["waitlistId"] != float64(first) || l.Waitlist[0]["flightId"] != float64(flightID) ||
-		l.Waitlist[0]["fareClass"] != "ECONOMY" || l.Waitlist[0]["quantity"] != float64(2) {
-		t.Errorf("GET /waitlist = %s", list.Body)
+	if l := s.Customer(1).Waitlist(t); len(l) != 1 || l[0].WaitlistID != first || l[0].FlightID != flightID ||
+		l[0].FareClass != "ECONOMY" || l[0].Quantity != 2 {
+		t.Errorf("GET /waitlist = %+v", l)
 	}
 
-	leave := func(customer, id int64) *apptest.Response {
-		return s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/waitlist/%d", id), Token: s.Token("customer", customer)})
-	}
-	mustStatus(t, "another's entry", leave(2, first), http.StatusNotFound, "not_found")
+	_, p = s.Customer(2).TryLeaveWaitlist(t, first)
+	refused(t, "another's entry", p, http.StatusNotFound, "not_found")
 	if e := waitEntry(t, s.App.Pool, first); e.status != "WAITING" {
 		t.Errorf("after another's DELETE the entry is %s", e.status)
 	}
-	r = leave(1, first)
-	mustStatus(t, "leave", r, http.StatusOK, "")
-	if m := r.Map(t); m["status"] != "CANCELLED" {
-		t.Errorf("leave = %s, want CANCELLED", r.Body)
+	if left := s.Customer(1).LeaveWaitlist(t, first); left.Status != "CANCELLED" {
+		t.Errorf("leave = %+v, want CANCELLED", left)
 	}
-	mustStatus(t, "leave twice", leave(1, first), http.StatusConflict, "invalid_state")
+	_, p = s.Customer(1).TryLeaveWaitlist(t, first)
+	refused(t, "leave twice", p, http.StatusConflict, "invalid_state")
 	// The second customer moves up.
-	list = s.Do(apptest.Request{Method: http.MethodGet, Path: "/waitlist", Token: s.Token("customer", 2)})
-	list.JSON(t, &l)
-	if len(l.Waitlist) != 1 || l.Waitlist[0]["position"] != float64(1) {
-		t.Errorf("after the first left, GET /waitlist = %s, want position 1", list.Body)
+	if l := s.Customer(2).Waitlist(t); len(l) != 1 || l[0].Position != 1 {
+		t.Errorf("after the first left, GET /waitlist = %+v, want position 1", l)
 	}
 	// Leaving frees the way to join again.
-	mustStatus(t, "join again", join(1, "ECONOMY", 2), http.StatusCreated, "")
+	s.Customer(1).JoinWaitlist(t, flightID, "ECONOMY", 2)
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
 
@@ -128,7 +107,6 @@ func TestWaitlistOffers(t *testing.T) {
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "ABC")})
 	pool := s.App.Pool
 	ctx := context.Background()
-	path := fmt.Sprintf("/flights/%d/waitlist", flightID)
 
 	var holds []int64
 	for c := range 3 {
@@ -136,14 +114,14 @@ func TestWaitlistOffers(t *testing.T) {
 	}
 	// The second hold is extended: it would outlive the others.
 	s.Clock.Advance(time.Minute)
-	pair := id(t, post(s, 1, path, map[string]any{"fareClass": "ECONOMY", "quantity": 2}), "waitlistId")
-	single := id(t, post(s, 2, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
-	mustStatus(t, "extend while a line waits", post(s, 11, fmt.Sprintf("/bookings/%d/extend", holds[1]), nil),
-		http.StatusConflict, "invalid_state")
+	pair := s.Customer(1).JoinWaitlist(t, flightID, "ECONOMY", 2).WaitlistID
+	single := s.Customer(2).JoinWaitlist(t, flightID, "ECONOMY", 1).WaitlistID
+	_, p := s.Customer(11).TryExtend(t, holds[1])
+	refused(t, "extend while a line waits", p, http.StatusConflict, "invalid_state")
 
 	// A cancellation frees 1: the pair does not fit and keeps its place, the
 	// single behind it is offered.
-	mustStatus(t, "cancel", post(s, 10, fmt.Sprintf("/bookings/%d/cancel", holds[0]), nil), http.StatusOK, "")
+	s.Customer(10).Cancel(t, holds[0])
 	if e := waitEntry(t, pool, pair); e.status != "WAITING" {
 		t.Errorf("pair after 1 freed: %+v, want WAITING", e)
 	}
@@ -151,10 +129,9 @@ func TestWaitlistOffers(t *testing.T) {
 	if e.status != "OFFERED" || e.bookingID == 0 {
 		t.Fatalf("single after 1 freed: %+v, want OFFERED", e)
 	}
-	offer := s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/bookings/%d", e.bookingID), Token: s.Token("customer", 2)})
-	m := offer.Map(t)
-	if m["status"] != "HELD" || m["quantity"] != float64(1) || m["holdExpiresAt"] != s.Clock.Now().Add(10*time.Minute).Format(time.RFC3339) {
-		t.Errorf("offer = %s, want HELD 1 unit until now + 10m", offer.Body)
+	offer := s.Customer(2).GetBooking(t, e.bookingID)
+	if offer.Status != booking.Held || offer.Quantity != 1 || offer.HoldExpiresAt == nil || !offer.HoldExpiresAt.Equal(s.Clock.Now().Add(10*time.Minute)) {
+		t.Errorf("offer = %+v, want HELD 1 unit until now + 10m", offer)
 	}
 	var offered int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE type = 'waitlist.offered' AND booking_id = $1`, e.bookingID).Scan(&offered); err != nil {
@@ -182,17 +159,15 @@ func TestWaitlistOffers(t *testing.T) {
 	apptest.MustAudit(t, pool, s.Clock.Now())
 
 	// A raised overbooking limit is offered to the next in line.
-	third := id(t, post(s, 3, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
-	r := s.Do(apptest.Request{Method: http.MethodPatch, Path: fmt.Sprintf("/admin/flights/%d/fares/ECONOMY", flightID),
-		Token: s.Token("admin", 1), Body: map[string]any{"overbookLimit": 1}})
-	mustStatus(t, "raise the limit", r, http.StatusOK, "")
+	third := s.Customer(3).JoinWaitlist(t, flightID, "ECONOMY", 1).WaitlistID
+	s.Admin().SetOverbookLimit(t, flightID, "ECONOMY", 1)
 	if e := waitEntry(t, pool, third); e.status != "OFFERED" {
 		t.Errorf("third after the limit was raised: %+v, want OFFERED", e)
 	}
 
 	// The single's offer is not paid: it expires, the entry is DONE and its
 	// unit goes to the next in line.
-	fourth := id(t, post(s, 4, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
+	fourth := s.Customer(4).JoinWaitlist(t, flightID, "ECONOMY", 1).WaitlistID
 	s.Clock.Advance(90 * time.Second)
 	if _, err := s.App.Sweeper.Pass(ctx); err != nil {
 		t.Fatal(err)
@@ -212,19 +187,17 @@ func TestWaitlistDeclineOffer(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "A")})
-	path := fmt.Sprintf("/flights/%d/waitlist", flightID)
 	h := s.Customer(10).HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
-	a := id(t, post(s, 1, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
-	b := id(t, post(s, 2, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
-	mustStatus(t, "cancel", post(s, 10, fmt.Sprintf("/bookings/%d/cancel", h), nil), http.StatusOK, "")
+	a := s.Customer(1).JoinWaitlist(t, flightID, "ECONOMY", 1).WaitlistID
+	b := s.Customer(2).JoinWaitlist(t, flightID, "ECONOMY", 1).WaitlistID
+	s.Customer(10).Cancel(t, h)
 	ea := waitEntry(t, s.App.Pool, a)
 	if ea.status != "OFFERED" {
 		t.Fatalf("a = %+v, want OFFERED", ea)
 	}
-	mustStatus(t, "leave an offered entry", s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/waitlist/%d", a),
-		Token: s.Token("customer", 1)}), http.StatusConflict, "invalid_state")
-	mustStatus(t, "decline", s.Do(apptest.Request{Method: http.MethodDelete, Path: fmt.Sprintf("/bookings/%d", ea.bookingID),
-		Token: s.Token("customer", 1)}), http.StatusOK, "")
+	_, p := s.Customer(1).TryLeaveWaitlist(t, a)
+	refused(t, "leave an offered entry", p, http.StatusConflict, "invalid_state")
+	s.Customer(1).Cancel(t, ea.bookingID) // declines the offer
 	if e := waitEntry(t, s.App.Pool, a); e.status != "DONE" {
 		t.Errorf("a after declining = %+v, want DONE", e)
 	}
@@ -247,12 +220,11 @@ func TestWaitlistKeepsRoomForTheLine(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "ABC")})
-	path := fmt.Sprintf("/flights/%d/waitlist", flightID)
 	a := s.Customer(10).HoldQuantity(t, flightID, "ECONOMY", 2).BookingID
 	s.Customer(11).HoldQuantity(t, flightID, "ECONOMY", 1)
-	group := id(t, post(s, 1, path, map[string]any{"fareClass": "ECONOMY", "quantity": 3}), "waitlistId")
+	group := s.Customer(1).JoinWaitlist(t, flightID, "ECONOMY", 3).WaitlistID
 	// 2 come back; the group of 3 does not fit and keeps its place.
-	mustStatus(t, "cancel", post(s, 10, fmt.Sprintf("/bookings/%d/cancel", a), nil), http.StatusOK, "")
+	s.Customer(10).Cancel(t, a)
 	if e := waitEntry(t, s.App.Pool, group); e.status != "WAITING" {
 		t.Fatalf("group = %+v, want WAITING", e)
 	}
@@ -262,10 +234,8 @@ func TestWaitlistKeepsRoomForTheLine(t *testing.T) {
 	if _, p := s.Customer(20).TryHoldQuantity(t, flightID, "ECONOMY", 1); !p.Is(http.StatusConflict, "sold_out") {
 		t.Fatalf("walk-in quantity hold: %v, want 409 sold_out", p)
 	}
-	r := post(s, 2, path, map[string]any{"fareClass": "ECONOMY", "quantity": 2})
-	mustStatus(t, "a pair joins behind the group", r, http.StatusCreated, "")
-	if m := r.Map(t); m["status"] != "OFFERED" || m["bookingId"] == nil {
-		t.Errorf("pair = %s, want OFFERED at once", r.Body)
+	if pair := s.Customer(2).JoinWaitlist(t, flightID, "ECONOMY", 2); pair.Status != "OFFERED" || pair.BookingID == 0 {
+		t.Errorf("pair = %+v, want OFFERED at once", pair)
 	}
 	if e := waitEntry(t, s.App.Pool, group); e.status != "WAITING" {
 		t.Errorf("group = %+v, want still WAITING", e)
@@ -280,12 +250,11 @@ func TestWaitlistOfferExpiresWhileItsCustomerPays(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t, apptest.Options{})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(12, 12, "A")})
-	path := fmt.Sprintf("/flights/%d/waitlist", flightID)
 	ctx := context.Background()
 	h := s.Customer(10).HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
-	a := id(t, post(s, 1, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
-	b := id(t, post(s, 2, path, map[string]any{"fareClass": "ECONOMY", "quantity": 1}), "waitlistId")
-	mustStatus(t, "cancel", post(s, 10, fmt.Sprintf("/bookings/%d/cancel", h), nil), http.StatusOK, "")
+	a := s.Customer(1).JoinWaitlist(t, flightID, "ECONOMY", 1).WaitlistID
+	b := s.Customer(2).JoinWaitlist(t, flightID, "ECONOMY", 1).WaitlistID
+	s.Customer(10).Cancel(t, h)
 	offer := waitEntry(t, s.App.Pool, a).bookingID
 	s.Clock.Advance(10 * time.Minute) // the offer's deadline, to the microsecond
 

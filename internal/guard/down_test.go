@@ -48,46 +48,45 @@ func TestRedisDown(t *testing.T) {
 		apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 12, "ABC")},
 		apptest.Fare{Class: "BUSINESS", Price: 5000, Capacity: 1})
 
-	rs := apptest.Race(20, func(i int) *apptest.Response { return book(s, int64(100+i), seatHold(flightID, "ECONOMY", "10A"), "") })
-	if got := apptest.Answers(rs); got["201"] != 1 || got["409 seat_unavailable"] != 19 {
+	rs := apptest.Race(20, func(i int) apptest.Attempt {
+		return apptest.Try(s.Customer(int64(100+i)).TryHoldSeats(t, flightID, "ECONOMY", "10A"))
+	})
+	if got := apptest.Tally(rs); got["ok"] != 1 || got["409 seat_unavailable"] != 19 {
 		t.Errorf("20 buyers of one seat without Redis: %v, want one 201 and 19 409", got)
 	}
 	if n := dbHolds(t, s); n != 20 {
 		t.Errorf("%d holds reached the database, want all 20: the gate steps aside", n)
 	}
-	bookingID(t, book(s, 1, qtyHold(flightID, "BUSINESS", 1), ""))
+	s.Customer(1).HoldQuantity(t, flightID, "BUSINESS", 1)
 	for range 3 {
-		if r := book(s, 2, qtyHold(flightID, "BUSINESS", 1), ""); r.Code() != "sold_out" {
-			t.Fatalf("full class without Redis: %d %s", r.Status, r.Body)
+		if r := apptest.Try(s.Customer(2).TryHoldQuantity(t, flightID, "BUSINESS", 1)); r.Code() != "sold_out" {
+			t.Fatalf("full class without Redis: %s", r)
 		}
 	}
 
 	// The hold limit, per process now.
 	for _, seat := range []string{"11A", "11B", "11C"} {
-		bookingID(t, book(s, 7, seatHold(flightID, "ECONOMY", seat), ""))
+		s.Customer(7).HoldSeats(t, flightID, "ECONOMY", seat)
 	}
-	r = book(s, 7, seatHold(flightID, "ECONOMY", "12A"), "")
-	if r.Status != http.StatusTooManyRequests || r.Code() != "rate_limited" {
-		t.Errorf("fourth hold without Redis: %d %s, want 429 rate_limited", r.Status, r.Body)
+	fourth := apptest.Try(s.Customer(7).TryHoldSeats(t, flightID, "ECONOMY", "12A"))
+	if !fourth.Problem.Is(http.StatusTooManyRequests, "rate_limited") {
+		t.Fatalf("fourth hold without Redis: %s, want 429 rate_limited", fourth)
 	}
-	retryAfter(t, r)
+	retryAfter(t, fourth.Problem.RetryAfter)
 
 	// The waiting room admits its rate from this process, and asks the rest
 	// to come back (it cannot queue them fairly without Redis).
 	openRoom(t, s, flightID, 2)
-	got := map[int]int{}
+	var room []apptest.Attempt
 	for i := range 6 {
-		r := book(s, int64(200+i), qtyHold(flightID, "ECONOMY", 1), "")
-		got[r.Status]++
-		if r.Status == http.StatusServiceUnavailable {
-			if r.Code() != "overloaded" {
-				t.Errorf("turned away without Redis: %d %s", r.Status, r.Body)
-			}
-			retryAfter(t, r)
+		a := apptest.Try(s.Customer(int64(200+i)).TryHoldQuantity(t, flightID, "ECONOMY", 1))
+		if a.Problem != nil {
+			retryAfter(t, a.Problem.RetryAfter)
 		}
+		room = append(room, a)
 	}
-	if got[http.StatusCreated] != 2 || got[http.StatusServiceUnavailable] != 4 {
-		t.Errorf("waiting room without Redis at 2/s: %v, want two 201 and four 503", got)
+	if got := apptest.Tally(room); got["ok"] != 2 || got["503 overloaded"] != 4 {
+		t.Errorf("waiting room without Redis at 2/s: %v, want two held and four 503 overloaded", got)
 	}
 	for _, layer := range []string{"seat_gate", "hold_limit", "request_limit", "waiting_room"} {
 		if metric(t, s.App.Registry, "berth_guard_fallback_total", map[string]string{"layer": layer}) == 0 {

@@ -2,7 +2,6 @@ package guard_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -31,8 +30,10 @@ func TestSeatGate(t *testing.T) {
 	gateKey := func(seat string) string { return path("%sseat:{%d}:%s", prefix, flightID, seat) }
 
 	const buyers = 30
-	rs := apptest.Race(buyers, func(i int) *apptest.Response { return book(s, int64(100+i), seatHold(flightID, "ECONOMY", "12A"), "") })
-	if got := apptest.Answers(rs); got["201"] != 1 || got["409 seat_unavailable"] != buyers-1 {
+	rs := apptest.Race(buyers, func(i int) apptest.Attempt {
+		return apptest.Try(s.Customer(int64(100+i)).TryHoldSeats(t, flightID, "ECONOMY", "12A"))
+	})
+	if got := apptest.Tally(rs); got["ok"] != 1 || got["409 seat_unavailable"] != buyers-1 {
 		t.Fatalf("answers = %v, want one 201 and %d 409 seat_unavailable", got, buyers-1)
 	}
 	if n := dbHolds(t, s); n != 1 {
@@ -43,47 +44,45 @@ func TestSeatGate(t *testing.T) {
 	}
 	// Within the 15 s the database is not asked again; after them it is
 	// (and says no itself: the seat is held).
-	r := book(s, 200, seatHold(flightID, "ECONOMY", "12A"), "")
-	if r.Status != http.StatusConflict || r.Code() != "seat_unavailable" || dbHolds(t, s) != 1 {
-		t.Errorf("within 15 s: %d %s with %d database holds, want 409 from the gate", r.Status, r.Code(), dbHolds(t, s))
+	r := apptest.Try(s.Customer(200).TryHoldSeats(t, flightID, "ECONOMY", "12A"))
+	if !r.Problem.Is(http.StatusConflict, "seat_unavailable") || dbHolds(t, s) != 1 {
+		t.Errorf("within 15 s: %s with %d database holds, want 409 from the gate", r, dbHolds(t, s))
 	}
 	s.Clock.Advance(15 * time.Second)
-	r = book(s, 200, seatHold(flightID, "ECONOMY", "12A"), "")
-	if r.Status != http.StatusConflict || r.Code() != "seat_unavailable" || dbHolds(t, s) != 2 {
-		t.Errorf("after 15 s: %d %s with %d database holds, want the database's 409", r.Status, r.Code(), dbHolds(t, s))
+	r = apptest.Try(s.Customer(200).TryHoldSeats(t, flightID, "ECONOMY", "12A"))
+	if !r.Problem.Is(http.StatusConflict, "seat_unavailable") || dbHolds(t, s) != 2 {
+		t.Errorf("after 15 s: %s with %d database holds, want the database's 409", r, dbHolds(t, s))
 	}
 
 	// 12B is held without the gate knowing: the database refuses 12B+12C,
 	// and the keys of both are released, so 12C is not blocked.
-	bookingID(t, book(bare, 300, seatHold(flightID, "ECONOMY", "12B"), ""))
+	bare.Customer(300).HoldSeats(t, flightID, "ECONOMY", "12B")
 	before := dbHolds(t, s)
-	if r := book(s, 301, seatHold(flightID, "ECONOMY", "12B", "12C"), ""); r.Status != http.StatusConflict || r.Code() != "seat_unavailable" {
-		t.Fatalf("12B+12C with 12B held: %d %s, want 409 seat_unavailable", r.Status, r.Body)
+	if r := apptest.Try(s.Customer(301).TryHoldSeats(t, flightID, "ECONOMY", "12B", "12C")); !r.Problem.Is(http.StatusConflict, "seat_unavailable") {
+		t.Fatalf("12B+12C with 12B held: %s, want 409 seat_unavailable", r)
 	}
 	if n, err := rdb.Exists(ctx, gateKey("12B"), gateKey("12C")).Result(); err != nil || n != 0 {
 		t.Errorf("%d gate keys left behind after the database refused (err %v), want 0", n, err)
 	}
-	bookingID(t, book(s, 302, seatHold(flightID, "ECONOMY", "12C"), ""))
+	s.Customer(302).HoldSeats(t, flightID, "ECONOMY", "12C")
 	if n := dbHolds(t, s) - before; n != 2 {
 		t.Errorf("%d holds reached the database, want 2 (the refused one and 12C)", n)
 	}
 
 	// All or none: a group one of whose seats is gated takes no key.
-	bookingID(t, book(s, 400, seatHold(flightID, "ECONOMY", "13A"), ""))
-	if r := book(s, 401, seatHold(flightID, "ECONOMY", "13A", "13B"), ""); r.Status != http.StatusConflict || r.Code() != "seat_unavailable" {
-		t.Fatalf("13A+13B with 13A gated: %d %s", r.Status, r.Body)
+	s.Customer(400).HoldSeats(t, flightID, "ECONOMY", "13A")
+	if r := apptest.Try(s.Customer(401).TryHoldSeats(t, flightID, "ECONOMY", "13A", "13B")); !r.Problem.Is(http.StatusConflict, "seat_unavailable") {
+		t.Fatalf("13A+13B with 13A gated: %s", r)
 	}
 	if n, _ := rdb.Exists(ctx, gateKey("13B")).Result(); n != 0 {
 		t.Error("13B's key was taken by a group refused for 13A")
 	}
-	bookingID(t, book(s, 402, seatHold(flightID, "ECONOMY", "13B"), ""))
+	s.Customer(402).HoldSeats(t, flightID, "ECONOMY", "13B")
 
 	// A cancelled hold's seat is free at once, not after the 15 s.
-	id := bookingID(t, book(s, 500, seatHold(flightID, "ECONOMY", "14A"), ""))
-	if c := s.Do(apptest.Request{Method: http.MethodDelete, Path: path("/bookings/%d", id), Token: s.Token("customer", 500)}); c.Status != http.StatusOK {
-		t.Fatalf("cancel: %d %s", c.Status, c.Body)
-	}
-	bookingID(t, book(s, 501, seatHold(flightID, "ECONOMY", "14A"), ""))
+	id := s.Customer(500).HoldSeats(t, flightID, "ECONOMY", "14A").BookingID
+	s.Customer(500).Cancel(t, id)
+	s.Customer(501).HoldSeats(t, flightID, "ECONOMY", "14A")
 	mustAudit(t, s)
 }
 
@@ -97,19 +96,21 @@ func TestSoldOutHint(t *testing.T) {
 	flightID := s.CreateFlight(t,
 		apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 2},
 		apptest.Fare{Class: "BUSINESS", Price: 5000, Capacity: 2})
-	first := bookingID(t, book(s, 1, qtyHold(flightID, "ECONOMY", 1), ""))
+	first := s.Customer(1).HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
 	// Two units do not fit: the database says sold_out for two.
-	if r := book(s, 2, qtyHold(flightID, "ECONOMY", 2), ""); r.Status != http.StatusConflict || r.Code() != "sold_out" {
-		t.Fatalf("2 of 1 left: %d %s", r.Status, r.Body)
+	if r := apptest.Try(s.Customer(2).TryHoldQuantity(t, flightID, "ECONOMY", 2)); !r.Problem.Is(http.StatusConflict, "sold_out") {
+		t.Fatalf("2 of 1 left: %s", r)
 	}
 	// One unit still fits: the hint is about two or more.
-	bookingID(t, book(s, 3, qtyHold(flightID, "ECONOMY", 1), ""))
-	if r := book(s, 4, qtyHold(flightID, "ECONOMY", 1), ""); r.Status != http.StatusConflict || r.Code() != "sold_out" {
-		t.Fatalf("full class: %d %s", r.Status, r.Body)
+	s.Customer(3).HoldQuantity(t, flightID, "ECONOMY", 1)
+	if r := apptest.Try(s.Customer(4).TryHoldQuantity(t, flightID, "ECONOMY", 1)); !r.Problem.Is(http.StatusConflict, "sold_out") {
+		t.Fatalf("full class: %s", r)
 	}
 	asked := dbHolds(t, s)
-	rs := apptest.Race(20, func(i int) *apptest.Response { return book(s, int64(10+i), qtyHold(flightID, "ECONOMY", 1), "") })
-	if got := apptest.Answers(rs); got["409 sold_out"] != 20 {
+	rs := apptest.Race(20, func(i int) apptest.Attempt {
+		return apptest.Try(s.Customer(int64(10+i)).TryHoldQuantity(t, flightID, "ECONOMY", 1))
+	})
+	if got := apptest.Tally(rs); got["409 sold_out"] != 20 {
 		t.Fatalf("20 more buyers: %v, want 20 sold_out", got)
 	}
 	if n := dbHolds(t, s) - asked; n != 0 {
@@ -119,7 +120,7 @@ func TestSoldOutHint(t *testing.T) {
 		t.Errorf("hint turned away %d, want at least 20", n)
 	}
 	// Another class is not affected.
-	bookingID(t, book(s, 40, qtyHold(flightID, "BUSINESS", 1), ""))
+	s.Customer(40).HoldQuantity(t, flightID, "BUSINESS", 1)
 
 	// A seat comes back behind the API's back (the lifecycle called
 	// directly, as the payment webhook or another process would): the hint
@@ -128,20 +129,20 @@ func TestSoldOutHint(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Clock.Advance(time.Second)
-	second := bookingID(t, book(s, 50, qtyHold(flightID, "ECONOMY", 1), ""))
+	second := s.Customer(50).HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
 
 	// Full again, hinted again; a cancellation through the API clears the
 	// hint at once.
-	if r := book(s, 51, qtyHold(flightID, "ECONOMY", 1), ""); r.Code() != "sold_out" {
-		t.Fatalf("full again: %d %s", r.Status, r.Body)
+	if r := apptest.Try(s.Customer(51).TryHoldQuantity(t, flightID, "ECONOMY", 1)); r.Code() != "sold_out" {
+		t.Fatalf("full again: %s", r)
 	}
-	if r := book(s, 52, qtyHold(flightID, "ECONOMY", 1), ""); r.Code() != "sold_out" {
-		t.Fatalf("full again: %d %s", r.Status, r.Body)
+	if r := apptest.Try(s.Customer(52).TryHoldQuantity(t, flightID, "ECONOMY", 1)); r.Code() != "sold_out" {
+		t.Fatalf("full again: %s", r)
 	}
 	if c := s.Do(apptest.Request{Method: http.MethodPost, Path: path("/bookings/%d/cancel", second), Token: s.Token("customer", 50)}); c.Status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", c.Status, c.Body)
 	}
-	bookingID(t, book(s, 53, qtyHold(flightID, "ECONOMY", 1), ""))
+	s.Customer(53).HoldQuantity(t, flightID, "ECONOMY", 1)
 	mustAudit(t, s)
 }
 
@@ -152,20 +153,20 @@ func TestHoldLimit(t *testing.T) {
 	redisURL, prefix := apptest.SharedRedis(t)
 	s := start(t, "", redisURL, prefix, func(c *config.Config) { c.HoldLimit = config.Rate{N: 3, Window: 15 * time.Minute} })
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 12, "ABCDEF")})
-	bookingID(t, book(s, 9, seatHold(flightID, "ECONOMY", "12F"), ""))
+	s.Customer(9).HoldSeats(t, flightID, "ECONOMY", "12F")
 	s.Clock.Advance(15 * time.Second) // past the gate: the database refuses
 	// Customer 1 loses three times (seat taken) and still has three holds.
 	asked := dbHolds(t, s)
 	for range 3 {
-		if r := book(s, 1, seatHold(flightID, "ECONOMY", "12F"), ""); r.Code() != "seat_unavailable" {
-			t.Fatalf("taken seat: %d %s", r.Status, r.Body)
+		if r := apptest.Try(s.Customer(1).TryHoldSeats(t, flightID, "ECONOMY", "12F")); r.Code() != "seat_unavailable" {
+			t.Fatalf("taken seat: %s", r)
 		}
 	}
 	if n := dbHolds(t, s) - asked; n != 3 {
 		t.Fatalf("%d refused holds reached the database, want 3", n)
 	}
 	for _, seat := range []string{"10A", "10B", "10C"} {
-		bookingID(t, book(s, 1, seatHold(flightID, "ECONOMY", seat), ""))
+		s.Customer(1).HoldSeats(t, flightID, "ECONOMY", seat)
 	}
 	var bookings int
 	count := func() int {
@@ -175,18 +176,18 @@ func TestHoldLimit(t *testing.T) {
 		return bookings
 	}
 	n := count()
-	r := book(s, 1, seatHold(flightID, "ECONOMY", "10D"), "")
-	if r.Status != http.StatusTooManyRequests || r.Code() != "rate_limited" {
-		t.Fatalf("fourth hold: %d %s, want 429 rate_limited", r.Status, r.Body)
+	r := apptest.Try(s.Customer(1).TryHoldSeats(t, flightID, "ECONOMY", "10D"))
+	if !r.Problem.Is(http.StatusTooManyRequests, "rate_limited") {
+		t.Fatalf("fourth hold: %s, want 429 rate_limited", r)
 	}
-	if ra := retryAfter(t, r); ra > 15*60 {
+	if ra := retryAfter(t, r.Problem.RetryAfter); ra > 15*60 {
 		t.Errorf("Retry-After %d s, longer than the window", ra)
 	}
 	if count() != n {
 		t.Error("the refused hold stored a booking")
 	}
 	// Others are not affected.
-	bookingID(t, book(s, 2, seatHold(flightID, "ECONOMY", "10D"), ""))
+	s.Customer(2).HoldSeats(t, flightID, "ECONOMY", "10D")
 }
 
 // The hold limit is exact under concurrency: 20 holds of one customer
@@ -201,10 +202,10 @@ func TestHoldLimitExactUnderConcurrency(t *testing.T) {
 	flightID := servers[0].CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 13, "ABCDEF")})
 	seats := apptest.Seats(10, 13, "ABCDEF")
 	const tries = 20
-	rs := apptest.Race(tries, func(i int) *apptest.Response {
-		return book(servers[i%2], 1, seatHold(flightID, "ECONOMY", seats[i]), "")
+	rs := apptest.Race(tries, func(i int) apptest.Attempt {
+		return apptest.Try(servers[i%2].Customer(1).TryHoldSeats(t, flightID, "ECONOMY", seats[i]))
 	})
-	if got := apptest.Answers(rs); got["201"] != 3 || got["429 rate_limited"] != tries-3 {
+	if got := apptest.Tally(rs); got["ok"] != 3 || got["429 rate_limited"] != tries-3 {
 		t.Fatalf("answers = %v, want exactly 3 × 201 and %d × 429 rate_limited", got, tries-3)
 	}
 	var held int
@@ -225,33 +226,19 @@ func TestHoldLimitCoversCars(t *testing.T) {
 	s := start(t, "", redisURL, prefix, func(c *config.Config) { c.HoldLimit = config.Rate{N: 3, Window: 15 * time.Minute} })
 	var cars []int64
 	for i := range 4 {
-		r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/host/cars", Token: s.Token("host", 50), Body: map[string]any{
-			"plate": fmt.Sprintf("30A-%05d", i), "model": "Toyota Vios", "city": "HN", "dailyPrice": 800000,
-			"deposit": 5000000, "currency": "VND", "turnaround": "2h"}})
-		if r.Status != http.StatusCreated {
-			t.Fatalf("list a car: %d %s", r.Status, r.Body)
-		}
-		cars = append(cars, int64(r.Map(t)["id"].(float64)))
+		cars = append(cars, s.Host(50).CreateCar(t, apptest.Car{Plate: fmt.Sprintf("30A-%05d", i), Model: "Toyota Vios", City: "HN",
+			DailyPrice: 800000, Deposit: 5000000, Currency: "VND", Turnaround: "2h"}).ID)
 	}
 	from := apptest.Epoch.Add(10 * 24 * time.Hour)
-	hold := func(customer, car int64) *apptest.Response {
-		return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", customer),
-			Header: map[string]string{"Idempotency-Key": fmt.Sprintf("k-%d-%d", customer, car)},
-			Body:   map[string]any{"carId": car, "from": from.Format(time.RFC3339), "to": from.Add(48 * time.Hour).Format(time.RFC3339)}})
-	}
 	for _, car := range cars[:3] {
-		if r := hold(1, car); r.Status != http.StatusCreated {
-			t.Fatalf("car hold: %d %s", r.Status, r.Body)
-		}
+		s.Customer(1).HoldCar(t, car, from, from.Add(48*time.Hour))
 	}
-	r := hold(1, cars[3])
-	if r.Status != http.StatusTooManyRequests || r.Code() != "rate_limited" {
-		t.Fatalf("fourth car hold: %d %s, want 429 rate_limited", r.Status, r.Body)
+	_, p := s.Customer(1).TryHoldCar(t, cars[3], from, from.Add(48*time.Hour))
+	if !p.Is(http.StatusTooManyRequests, "rate_limited") {
+		t.Fatalf("fourth car hold: %v, want 429 rate_limited", p)
 	}
-	retryAfter(t, r)
-	if r := hold(2, cars[3]); r.Status != http.StatusCreated {
-		t.Errorf("another customer's hold: %d %s", r.Status, r.Body)
-	}
+	retryAfter(t, p.RetryAfter)
+	s.Customer(2).HoldCar(t, cars[3], from, from.Add(48*time.Hour))
 }
 
 // Every route limits each client's requests (by token subject, else by
@@ -268,11 +255,12 @@ func TestRequestLimit(t *testing.T) {
 			t.Fatalf("request %d: %d %s", i+1, r.Status, r.Body)
 		}
 	}
+	// Raw requests: the limit is on every route, whatever its answer.
 	r := list(1)
 	if r.Status != http.StatusTooManyRequests || r.Code() != "rate_limited" {
 		t.Fatalf("sixth request: %d %s, want 429 rate_limited", r.Status, r.Body)
 	}
-	retryAfter(t, r)
+	retryAfter(t, r.Header.Get("Retry-After"))
 	if r := list(2); r.Status != http.StatusOK {
 		t.Errorf("another customer: %d %s", r.Status, r.Body)
 	}
@@ -307,18 +295,18 @@ func TestSeatGateNeverOutlivesTheHold(t *testing.T) {
 
 	// Reclaimed before the sweeper: 12A's hold expires, the next buyer
 	// takes the seat from it.
-	bookingID(t, book(s, 1, seatHold(flightID, "ECONOMY", "12A"), ""))
-	if r := book(s, 2, seatHold(flightID, "ECONOMY", "12A"), ""); r.Status != http.StatusConflict || r.Code() != "seat_unavailable" {
-		t.Fatalf("12A while held: %d %s, want 409 seat_unavailable", r.Status, r.Body)
+	s.Customer(1).HoldSeats(t, flightID, "ECONOMY", "12A")
+	if r := apptest.Try(s.Customer(2).TryHoldSeats(t, flightID, "ECONOMY", "12A")); !r.Problem.Is(http.StatusConflict, "seat_unavailable") {
+		t.Fatalf("12A while held: %s, want 409 seat_unavailable", r)
 	}
 	s.Clock.Advance(4*time.Second + time.Millisecond)
 	if st := seatStatus(t, s, flightID, "12A"); st != "AVAILABLE" {
 		t.Fatalf("the map shows 12A %s, want AVAILABLE", st)
 	}
-	bookingID(t, book(s, 2, seatHold(flightID, "ECONOMY", "12A"), ""))
+	s.Customer(2).HoldSeats(t, flightID, "ECONOMY", "12A")
 
 	// Swept: 13A's hold expires and the sweeper ends it first.
-	bookingID(t, book(s, 3, seatHold(flightID, "ECONOMY", "13A"), ""))
+	s.Customer(3).HoldSeats(t, flightID, "ECONOMY", "13A")
 	s.Clock.Advance(4*time.Second + time.Millisecond)
 	if _, err := s.App.Sweeper.Pass(ctx); err != nil {
 		t.Fatal(err)
@@ -326,31 +314,16 @@ func TestSeatGateNeverOutlivesTheHold(t *testing.T) {
 	if st := seatStatus(t, s, flightID, "13A"); st != "AVAILABLE" {
 		t.Fatalf("the map shows 13A %s after the sweep, want AVAILABLE", st)
 	}
-	bookingID(t, book(s, 4, seatHold(flightID, "ECONOMY", "13A"), ""))
+	s.Customer(4).HoldSeats(t, flightID, "ECONOMY", "13A")
 	mustAudit(t, s)
 }
 
 // seatStatus is what the flight's seat map shows for seat.
 func seatStatus(t *testing.T, s *apptest.Server, flightID int64, seat string) string {
 	t.Helper()
-	r := s.Do(apptest.Request{Method: http.MethodGet, Path: path("/flights/%d/seats", flightID)})
-	if r.Status != http.StatusOK {
-		t.Fatalf("seat map: %d %s", r.Status, r.Body)
+	st := s.Anonymous().SeatMap(t, flightID).Status(seat)
+	if st == "" {
+		t.Fatalf("seat %s not on the map", seat)
 	}
-	var m struct {
-		Seats []struct {
-			SeatNo string `json:"seatNo"`
-			Status string `json:"status"`
-		} `json:"seats"`
-	}
-	if err := json.Unmarshal(r.Body, &m); err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range m.Seats {
-		if x.SeatNo == seat {
-			return x.Status
-		}
-	}
-	t.Fatalf("seat %s not on the map: %s", seat, r.Body)
-	return ""
+	return st
 }

@@ -116,8 +116,9 @@ type Guard struct {
 // cfg.On is false. The metrics are registered on b.Registry.
 func New(b base.Archetype, cfg Config, rdb *Redis, pool *pgxpool.Pool) *Guard {
 	c, log, reg := b.Clock, b.Log, b.Registry
-	if cfg.ShedWait == 0 {
-		cfg.ShedWait = 150 * time.Millisecond
+	if cfg.ShedWait <= 0 {
+		// Its default is BERTH_SHED_WAIT's (internal/config), not a second one here.
+		panic("guard: Config.ShedWait is required")
 	}
 	if cfg.SeatGateTTL == 0 {
 		cfg.SeatGateTTL = 15 * time.Second

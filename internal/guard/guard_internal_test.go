@@ -211,7 +211,7 @@ func TestHoldOtherKind(t *testing.T) {
 		t.Fatalf("test Redis: %v", err)
 	}
 	g := New(base.Archetype{Log: log, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)), Registry: prometheus.NewRegistry()},
-		Config{On: true, HoldLimit: Rate{N: 2, Window: time.Hour}, Lanes: LanesFor(4)}, rdb, nil)
+		Config{On: true, HoldLimit: Rate{N: 2, Window: time.Hour}, Lanes: LanesFor(4), ShedWait: 150 * time.Millisecond}, rdb, nil)
 	taken := fault.New(fault.CarUnavailable, "taken")
 	hold := func(ok bool) error {
 		return g.Hold(ctx, Intent{Customer: 5}, func(context.Context) error {
@@ -256,7 +256,7 @@ func TestHoldGivesBackWhenTheHoldFailsOrPanics(t *testing.T) {
 		t.Fatalf("test Redis: %v", err)
 	}
 	g := New(base.Archetype{Log: log, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)), Registry: prometheus.NewRegistry()},
-		Config{On: true, HoldLimit: Rate{N: 1, Window: time.Hour}, Lanes: map[Lane]int{LaneHold: 1}}, rdb, pgtest.NewPool(t))
+		Config{On: true, HoldLimit: Rate{N: 1, Window: time.Hour}, Lanes: map[Lane]int{LaneHold: 1}, ShedWait: 150 * time.Millisecond}, rdb, pgtest.NewPool(t))
 	seat := func(customer int64, s string) Intent {
 		return Intent{Customer: customer, FlightID: 9, FareClass: "ECONOMY", Seats: []string{s}, Units: 1}
 	}
@@ -284,4 +284,15 @@ func TestHoldGivesBackWhenTheHoldFailsOrPanics(t *testing.T) {
 	if err := g.Hold(ctx, seat(7, "2A"), func(context.Context) error { return nil }); fault.CodeOf(err) != fault.RateLimited {
 		t.Errorf("a second hold of the customer: %v, want rate_limited", err)
 	}
+}
+
+// New takes its shed wait from BERTH_SHED_WAIT's setting and has no
+// default of its own: zero is refused.
+func TestNewRefusesZeroShedWait(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "ShedWait") {
+			t.Errorf("New with a zero ShedWait: %v, want a panic naming ShedWait", r)
+		}
+	}()
+	New(base.Test(clock.NewFake(time.Unix(1_800_000_000, 0))), Config{}, nil, nil)
 }

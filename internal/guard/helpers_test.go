@@ -2,7 +2,6 @@ package guard_test
 
 import (
 	"fmt"
-	"net/http"
 	"strconv"
 	"testing"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"berth.dev/berth/internal/app/apptest"
-	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/config"
 )
 
@@ -19,24 +17,6 @@ import (
 func start(t *testing.T, dbURL, redisURL, prefix string, mut func(*config.Config)) *apptest.Server {
 	t.Helper()
 	return apptest.Start(t, apptest.Options{DatabaseURL: dbURL, RedisURL: redisURL, RedisPrefix: prefix, Config: mut})
-}
-
-func seatHold(flightID int64, class string, seats ...string) map[string]any {
-	return map[string]any{"flightId": flightID, "fareClass": class, "seats": seats}
-}
-
-func qtyHold(flightID int64, class string, n int) map[string]any {
-	return map[string]any{"flightId": flightID, "fareClass": class, "quantity": n}
-}
-
-// book asks s to hold body for customer, with an optional waiting-room
-// token.
-func book(s *apptest.Server, customer int64, body any, token string) *apptest.Response {
-	req := apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", customer), Body: body}
-	if token != "" {
-		req.Header = map[string]string{"Waiting-Room-Token": token}
-	}
-	return s.Do(req)
 }
 
 // metric sums the series of the counter or gauge name whose labels include
@@ -101,22 +81,13 @@ func mustAudit(t *testing.T, s *apptest.Server) {
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
 
-func bookingID(t *testing.T, r *apptest.Response) int64 {
+// retryAfter reads a Retry-After header's value v, failing t unless it
+// is a positive number of seconds.
+func retryAfter(t *testing.T, v string) int {
 	t.Helper()
-	if r.Status != http.StatusCreated {
-		t.Fatalf("hold: %d %s", r.Status, r.Body)
-	}
-	var v booking.View
-	r.JSON(t, &v)
-	return v.BookingID
-}
-
-func retryAfter(t *testing.T, r *apptest.Response) int {
-	t.Helper()
-	v := r.Header.Get("Retry-After")
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		t.Errorf("%d %s: Retry-After %q, want a positive number of seconds", r.Status, r.Code(), v)
+		t.Errorf("Retry-After %q, want a positive number of seconds", v)
 	}
 	return n
 }

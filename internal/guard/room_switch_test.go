@@ -34,26 +34,20 @@ func TestWaitingRoomSwitchReachesEveryProcess(t *testing.T) {
 	for i := range tokens {
 		tokens[i] = apptest.Token(t, "customer", int64(100+i), now)
 	}
-	hold := func(p *apptest.Process, customer int, seat, admission string) *apptest.Response {
-		req := apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: tokens[customer],
-			Body: seatHold(flightID, "ECONOMY", seat)}
-		if admission != "" {
-			req.Header = map[string]string{"Waiting-Room-Token": admission}
-		}
-		return apptest.Do(t, p.URL, req)
+	customer := func(p *apptest.Process, i int) apptest.Client { return apptest.Client{Base: p.URL, Token: tokens[i]} }
+	hold := func(p *apptest.Process, i int, seat, admission string) apptest.Attempt {
+		return apptest.Try(customer(p, i).WithRoomToken(admission).TryHoldSeats(t, flightID, "ECONOMY", seat))
 	}
 	// Both processes have loaded the room as off and served a hold with it.
 	for i, p := range procs {
-		if r := hold(p, customers+i, fmt.Sprintf("29%c", 'A'+i), ""); r.Status != http.StatusCreated {
-			t.Fatalf("hold through process %d before the sale: %d %s", i, r.Status, r.Body)
-		}
+		customer(p, customers+i).HoldSeats(t, flightID, "ECONOMY", fmt.Sprintf("29%c", 'A'+i))
 	}
 
 	const per = 5
 	switched := configureRoom(t, procs[0].URL, admin, flightID, true, per)
 	seat := func(i int) string { return fmt.Sprintf("%d%c", 10+i/6, 'A'+i%6) }
-	rs := apptest.Race(customers, func(i int) *apptest.Response { return hold(procs[i%2], i, seat(i), "") })
-	got := apptest.Answers(rs)
+	rs := apptest.Race(customers, func(i int) apptest.Attempt { return hold(procs[i%2], i, seat(i), "") })
+	got := apptest.Tally(rs)
 	t.Logf("burst %s after the switch through two processes: %v", time.Since(switched).Round(time.Millisecond), got)
 	if got["429 waiting_room"] != customers {
 		t.Fatalf("answers = %v, want all %d queued: the room was switched on before", got, customers)
@@ -73,20 +67,13 @@ func TestWaitingRoomSwitchReachesEveryProcess(t *testing.T) {
 	for i := range customers {
 		wg.Go(func() {
 			for k := 0; time.Now().Before(deadline); k++ {
-				r := apptest.Do(t, procs[(i+k)%2].URL, apptest.Request{Method: http.MethodGet,
-					Path: "/waiting-room/" + tickets[i], Token: tokens[i]})
-				var st roomStatus
-				if r.Status != http.StatusOK {
-					t.Errorf("customer %d polling: %d %s", i, r.Status, r.Body)
-					return
-				}
-				r.JSON(t, &st)
+				st := customer(procs[(i+k)%2], i).WaitingRoom(t, tickets[i])
 				if st.Admitted {
 					mu.Lock()
 					admitted[i] = time.Since(switched)
 					mu.Unlock()
-					if h := hold(procs[(i+k+1)%2], i, seat(i), st.Token); h.Status != http.StatusCreated {
-						t.Errorf("customer %d holding with its admission: %d %s", i, h.Status, h.Body)
+					if h := hold(procs[(i+k+1)%2], i, seat(i), st.Token); h.Problem != nil {
+						t.Errorf("customer %d holding with its admission: %s", i, h)
 					}
 					return
 				}
@@ -116,11 +103,11 @@ func TestWaitingRoomSwitchReachesEveryProcess(t *testing.T) {
 	// Switched off: once answered, nobody is kept waiting by either.
 	configureRoom(t, procs[1].URL, admin, flightID, false, 0)
 	const after = 20
-	rs = apptest.Race(after, func(i int) *apptest.Response {
+	rs = apptest.Race(after, func(i int) apptest.Attempt {
 		return hold(procs[i%2], i, fmt.Sprintf("%d%c", 24+i/6, 'A'+i%6), "")
 	})
-	if got := apptest.Answers(rs); got["201"] != after {
-		t.Errorf("answers after the room was switched off = %v, want %d × 201", got, after)
+	if got := apptest.Tally(rs); got["ok"] != after {
+		t.Errorf("answers after the room was switched off = %v, want %d held", got, after)
 	}
 	apptest.MustAudit(t, pgtest.Open(t, dbURL), time.Now())
 }
@@ -129,15 +116,7 @@ func TestWaitingRoomSwitchReachesEveryProcess(t *testing.T) {
 // and returns when the answer came.
 func configureRoom(t *testing.T, base, admin string, flightID int64, on bool, per int) time.Time {
 	t.Helper()
-	room := map[string]any{"enabled": on}
-	if per > 0 {
-		room["admitPerSecond"] = per
-	}
-	r := apptest.Do(t, base, apptest.Request{Method: http.MethodPatch, Path: path("/admin/flights/%d", flightID),
-		Token: admin, Body: map[string]any{"waitingRoom": room}})
-	if r.Status != http.StatusOK {
-		t.Fatalf("switch the waiting room: %d %s", r.Status, r.Body)
-	}
+	apptest.Client{Base: base, Token: admin}.SetWaitingRoom(t, flightID, on, per)
 	return time.Now()
 }
 
@@ -156,13 +135,11 @@ func TestWaitingRoomSwitchIsInForceWhenAnswered(t *testing.T) {
 	for i := range 3 {
 		flightID := a.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 11, "ABCDEF")})
 		for k, s := range []*apptest.Server{a, b} {
-			bookingID(t, book(s, int64(100+10*i+k), seatHold(flightID, "ECONOMY", fmt.Sprintf("10%c", 'A'+k)), ""))
+			s.Customer(int64(100+10*i+k)).HoldSeats(t, flightID, "ECONOMY", fmt.Sprintf("10%c", 'A'+k))
 		}
 		configureRoom(t, a.URL, admin, flightID, true, 5)
-		r := book(b, int64(200+i), seatHold(flightID, "ECONOMY", "11A"), "")
-		if r.Status != http.StatusTooManyRequests || r.Code() != "waiting_room" {
-			t.Fatalf("flight %d: a hold through the other server right after the room was switched on: %d %s, want 429 waiting_room",
-				i, r.Status, r.Body)
+		if _, p := b.Customer(int64(200+i)).TryHoldSeats(t, flightID, "ECONOMY", "11A"); !p.Is(http.StatusTooManyRequests, "waiting_room") {
+			t.Fatalf("flight %d: a hold through the other server right after the room was switched on: %v, want 429 waiting_room", i, p)
 		}
 	}
 }

@@ -42,9 +42,9 @@ func settledHandlers(fn string, want int, d time.Duration) int {
 // await collects n answers from rs, failing t if they do not come while
 // the database is stalled (they would only come after it, or after the
 // requests' own deadline, if requests queued for connections).
-func await(t *testing.T, rs <-chan *apptest.Response, n int) []*apptest.Response {
+func await[T any](t *testing.T, rs <-chan T, n int) []T {
 	t.Helper()
-	var out []*apptest.Response
+	var out []T
 	timeout := time.After(60 * time.Second)
 	for len(out) < n {
 		select {
@@ -58,9 +58,9 @@ func await(t *testing.T, rs <-chan *apptest.Response, n int) []*apptest.Response
 }
 
 // awaitQuiet collects answers from rs until n came or none came for quiet.
-func awaitQuiet(t *testing.T, rs <-chan *apptest.Response, n int, quiet time.Duration) []*apptest.Response {
+func awaitQuiet[T any](t *testing.T, rs <-chan T, n int, quiet time.Duration) []T {
 	t.Helper()
-	var out []*apptest.Response
+	var out []T
 	for len(out) < n {
 		select {
 		case r := <-rs:
@@ -118,9 +118,9 @@ func TestShedsLoadWhenTheDatabaseStalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 60
-	answers := make(chan *apptest.Response, n)
+	answers := make(chan apptest.Attempt, n)
 	for i := range n {
-		go func() { answers <- book(s, int64(1000+i), qtyHold(flightID, "ECONOMY", 1), "") }()
+		go func() { answers <- apptest.Try(s.Customer(int64(1000+i)).TryHoldQuantity(t, flightID, "ECONOMY", 1)) }()
 	}
 	// The pool has two connections: at most two transactions of holds can
 	// be in the database (one hold each, or a coalesced batch of the holds
@@ -135,10 +135,10 @@ func TestShedsLoadWhenTheDatabaseStalls(t *testing.T) {
 		t.Fatalf("%d of %d holds answered while the database is stalled, want at least %d", len(shed), n, n-inside)
 	}
 	for _, r := range shed {
-		if r.Status != http.StatusServiceUnavailable || r.Code() != "overloaded" {
-			t.Fatalf("answer while stalled: %d %s, want 503 overloaded", r.Status, r.Body)
+		if !r.Problem.Is(http.StatusServiceUnavailable, "overloaded") {
+			t.Fatalf("answer while stalled: %s, want 503 overloaded", r)
 		}
-		retryAfter(t, r)
+		retryAfter(t, r.Problem.RetryAfter)
 	}
 	// A handler that has sent its 503 may still be unwinding (logging, the
 	// deferred releases) for a moment on a loaded machine; one that waits on
@@ -150,8 +150,8 @@ func TestShedsLoadWhenTheDatabaseStalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range await(t, answers, n-len(shed)) {
-		if r.Status != http.StatusCreated {
-			t.Errorf("a hold that was in the database: %d %s, want 201 once the lock is gone", r.Status, r.Body)
+		if r.Problem != nil {
+			t.Errorf("a hold that was in the database: %s, want held once the lock is gone", r)
 		}
 	}
 
@@ -165,22 +165,24 @@ func TestShedsLoadWhenTheDatabaseStalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	const searches = 10
+	// Raw requests: any route is shed alike, whatever its answer.
+	found := make(chan *apptest.Response, searches)
 	for i := range searches {
 		go func() {
-			answers <- s.Do(apptest.Request{Method: http.MethodGet,
+			found <- s.Do(apptest.Request{Method: http.MethodGet,
 				Path: path("/flights?from=SGN&to=HAN&date=%s", apptest.Epoch.AddDate(0, 0, i).Format(time.DateOnly))})
 		}()
 	}
-	for _, r := range await(t, answers, searches-1) {
+	for _, r := range await(t, found, searches-1) {
 		if r.Status != http.StatusServiceUnavailable || r.Code() != "overloaded" {
 			t.Fatalf("search while stalled: %d %s, want 503 overloaded", r.Status, r.Body)
 		}
 	}
-	bookingID(t, book(s, 1, qtyHold(flightID, "ECONOMY", 1), ""))
+	s.Customer(1).HoldQuantity(t, flightID, "ECONOMY", 1)
 	if err := lock.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r := await(t, answers, 1)[0]; r.Status != http.StatusOK {
+	if r := await(t, found, 1)[0]; r.Status != http.StatusOK {
 		t.Errorf("the search that had a connection: %d %s", r.Status, r.Body)
 	}
 	mustAudit(t, s)
@@ -209,8 +211,8 @@ func TestMoneyIsNeverShedByHolds(t *testing.T) {
 	other := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 500})
 	var paid, cancelled []int64
 	for i := range 3 {
-		paid = append(paid, bookingID(t, book(s, int64(10+i), qtyHold(other, "ECONOMY", 1), "")))
-		cancelled = append(cancelled, bookingID(t, book(s, int64(20+i), qtyHold(other, "ECONOMY", 1), "")))
+		paid = append(paid, s.Customer(int64(10+i)).HoldQuantity(t, other, "ECONOMY", 1).BookingID)
+		cancelled = append(cancelled, s.Customer(int64(20+i)).HoldQuantity(t, other, "ECONOMY", 1).BookingID)
 	}
 	ctx := context.Background()
 	locker, err := pgx.Connect(ctx, dbURL)
@@ -227,9 +229,11 @@ func TestMoneyIsNeverShedByHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 40
-	holds := make(chan *apptest.Response, n)
+	holds := make(chan apptest.Attempt, n)
 	for i := range n {
-		go func() { holds <- book(s, int64(1000+i), qtyHold(hot[i%len(hot)], "ECONOMY", 1), "") }()
+		go func() {
+			holds <- apptest.Try(s.Customer(int64(1000+i)).TryHoldQuantity(t, hot[i%len(hot)], "ECONOMY", 1))
+		}()
 	}
 	// The holds that reached the database now have every connection of
 	// theirs, stalled; the others are being shed.
@@ -238,14 +242,11 @@ func TestMoneyIsNeverShedByHolds(t *testing.T) {
 		t.Fatal("no hold was shed: the burst did not fill the holds' connections")
 	}
 	for i := range 3 {
-		r := s.Do(apptest.Request{Method: http.MethodDelete, Path: path("/bookings/%d", cancelled[i]), Token: s.Token("customer", int64(20+i))})
-		if r.Status != http.StatusOK {
-			t.Errorf("cancellation during the burst: %d %s, want 200", r.Status, r.Body)
+		if _, p := s.Customer(int64(20+i)).TryCancel(t, cancelled[i]); p != nil {
+			t.Errorf("cancellation during the burst: %s, want it cancelled", p)
 		}
-		r = s.Do(apptest.Request{Method: http.MethodPost, Path: path("/bookings/%d/payments", paid[i]), Token: s.Token("customer", int64(10+i)),
-			Header: map[string]string{"Idempotency-Key": path("pay-%d", i)}})
-		if r.Status >= 500 {
-			t.Errorf("payment start during the burst: %d %s, want an answer, not a 5xx", r.Status, r.Body)
+		if _, p := s.Customer(int64(10+i)).TryStartPayment(t, paid[i], path("pay-%d", i)); p != nil && p.Status >= 500 {
+			t.Errorf("payment start during the burst: %s, want an answer, not a 5xx", p)
 		}
 	}
 	if err := lock.Rollback(ctx); err != nil {
@@ -279,7 +280,7 @@ func TestMoneyIsAnsweredInAHoldBurst(t *testing.T) {
 	customer := func(i int) int64 { return int64(10 + i) }
 	var toPay []int64
 	for i := range pays {
-		toPay = append(toPay, bookingID(t, book(s, customer(i), qtyHold(other, "ECONOMY", 1), "")))
+		toPay = append(toPay, s.Customer(customer(i)).HoldQuantity(t, other, "ECONOMY", 1).BookingID)
 	}
 	// Charges started before the burst, whose webhooks arrive in it.
 	key, err := config.WebhookKey(apptest.WebhookSecret)
@@ -289,7 +290,7 @@ func TestMoneyIsAnsweredInAHoldBurst(t *testing.T) {
 	var webhooks [][]byte
 	for i := range hooks {
 		c := pays + i
-		id := bookingID(t, book(s, customer(c), qtyHold(other, "ECONOMY", 1), ""))
+		id := s.Customer(customer(c)).HoldQuantity(t, other, "ECONOMY", 1).BookingID
 		r := startPayment(s, customer(c), id, path("before-%d", i))
 		if r.Status != http.StatusCreated {
 			t.Fatalf("payment start before the burst: %d %s", r.Status, r.Body)
@@ -306,10 +307,12 @@ func TestMoneyIsAnsweredInAHoldBurst(t *testing.T) {
 		webhooks = append(webhooks, body)
 	}
 
+	// Raw answers: holds, payment starts and webhooks, tallied alike.
 	rs := apptest.Race(holds+pays+hooks, func(i int) *apptest.Response {
 		switch {
 		case i < holds:
-			return book(s, int64(1000+i), qtyHold(hot, "ECONOMY", 1), "")
+			return s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: s.Token("customer", int64(1000+i)),
+				Body: apptest.QuantityHold{FlightID: hot, FareClass: "ECONOMY", Quantity: 1}})
 		case i < holds+pays:
 			k := i - holds
 			return startPayment(s, customer(k), toPay[k], path("burst-%d", k))

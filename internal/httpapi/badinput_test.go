@@ -40,12 +40,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		apptest.Fare{Class: "BUSINESS", Price: 5000, Seats: apptest.Seats(1, 1, "AB")})
 	alice, bob := s.Token("customer", 1), s.Token("customer", 2)
 	admin, host := s.Token("admin", 99), s.Token("host", 50)
-	own := s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: alice,
-		Body: map[string]any{"flightId": flightID, "fareClass": "ECONOMY", "seats": []string{"10A"}}})
-	if own.Status != http.StatusCreated {
-		t.Fatalf("alice's hold: %d %s", own.Status, own.Body)
-	}
-	aliceBooking := fmt.Sprintf("/bookings/%d", int64(own.Map(t)["bookingId"].(float64)))
+	own := apptest.Client{Base: s.URL, Token: alice}.HoldSeats(t, flightID, "ECONOMY", "10A")
+	aliceBooking := fmt.Sprintf("/bookings/%d", own.BookingID)
 
 	// A token signed with another key, and one that has expired.
 	forged, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "1", "role": "admin",

@@ -16,7 +16,9 @@ import (
 	"berth.dev/berth/internal/rental"
 )
 
-type carView struct {
+// CarView is a car as docs/api.md shows it: GET /cars, GET /cars/{id},
+// and with plate and host POST /host/cars and GET /host/cars.
+type CarView struct {
 	ID         int64  `json:"id"`
 	Model      string `json:"model"`
 	City       string `json:"city"`
@@ -31,8 +33,8 @@ type carView struct {
 	HostID int64  `json:"hostId,omitempty"`
 }
 
-func (s *Server) viewCar(ctx context.Context, c *rental.Car, host bool) carView {
-	v := carView{ID: c.ID, Model: c.Model, City: c.City, DailyPrice: c.DailyPrice, Deposit: c.Deposit,
+func (s *Server) viewCar(ctx context.Context, c *rental.Car, host bool) CarView {
+	v := CarView{ID: c.ID, Model: c.Model, City: c.City, DailyPrice: c.DailyPrice, Deposit: c.Deposit,
 		Currency: c.Currency, Turnaround: rental.FormatTurnaround(c.Turnaround), TimeZone: s.Cars.Zone(ctx, c.City).String()}
 	if host {
 		v.Plate, v.HostID = c.Plate, c.HostID
@@ -131,9 +133,9 @@ func carPageOf(q url.Values) (limit int, after int64, err error) {
 // page may hold more.
 func (s *Server) writeCars(w http.ResponseWriter, r *http.Request, res *rental.SearchResult, host bool) {
 	out := struct {
-		Cars      []carView `json:"cars"`
+		Cars      []CarView `json:"cars"`
 		NextAfter int64     `json:"nextAfter,omitempty"`
-	}{Cars: make([]carView, 0, len(res.Cars))}
+	}{Cars: make([]CarView, 0, len(res.Cars))}
 	for _, c := range res.Cars {
 		out.Cars = append(out.Cars, s.viewCar(r.Context(), c, host))
 	}

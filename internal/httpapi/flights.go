@@ -13,7 +13,9 @@ import (
 	"berth.dev/berth/internal/policy"
 )
 
-type fareView struct {
+// FareView is a fare class as docs/api.md shows it; the counters
+// (capacity, overbookLimit, sold, held, buckets) only to admins.
+type FareView struct {
 	FareClass     string `json:"fareClass"`
 	Price         int64  `json:"price"`
 	Currency      string `json:"currency"`
@@ -25,27 +27,29 @@ type fareView struct {
 	Buckets       *int   `json:"buckets,omitempty"`
 }
 
-type flightView struct {
+// FlightView is a flight as docs/api.md shows it: GET /flights and
+// GET /flights/{id}, and with its fares' counters POST /admin/flights.
+type FlightView struct {
 	ID          int64      `json:"id"`
 	Code        string     `json:"code"`
 	From        string     `json:"from"`
 	To          string     `json:"to"`
 	DepartureAt time.Time  `json:"departureAt"`
 	ArrivalAt   time.Time  `json:"arrivalAt"`
-	Fares       []fareView `json:"fares"`
+	Fares       []FareView `json:"fares"`
 }
 
-func viewFare(f flight.Fare, admin bool) fareView {
-	v := fareView{FareClass: f.Class, Price: f.Price, Currency: f.Currency, Available: f.Available()}
+func viewFare(f flight.Fare, admin bool) FareView {
+	v := FareView{FareClass: f.Class, Price: f.Price, Currency: f.Currency, Available: f.Available()}
 	if admin {
 		v.Capacity, v.OverbookLimit, v.Sold, v.Held, v.Buckets = &f.Capacity, &f.OverbookLimit, &f.Sold, &f.Held, &f.Buckets
 	}
 	return v
 }
 
-func viewFlight(f *flight.Flight, admin bool) flightView {
-	v := flightView{ID: f.ID, Code: f.Code, From: f.From, To: f.To, DepartureAt: f.DepartureAt, ArrivalAt: f.ArrivalAt,
-		Fares: make([]fareView, 0, len(f.Fares))}
+func viewFlight(f *flight.Flight, admin bool) FlightView {
+	v := FlightView{ID: f.ID, Code: f.Code, From: f.From, To: f.To, DepartureAt: f.DepartureAt, ArrivalAt: f.ArrivalAt,
+		Fares: make([]FareView, 0, len(f.Fares))}
 	for _, fare := range f.Fares {
 		v.Fares = append(v.Fares, viewFare(fare, admin))
 	}
@@ -79,7 +83,7 @@ func (s *Server) searchFlights(w http.ResponseWriter, r *http.Request, _ auth.Ca
 	if err != nil {
 		return err
 	}
-	out := make([]flightView, 0, len(flights))
+	out := make([]FlightView, 0, len(flights))
 	for _, f := range flights {
 		out = append(out, viewFlight(f, false))
 	}

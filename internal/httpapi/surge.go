@@ -42,7 +42,9 @@ func holdIntent(r *http.Request, c auth.Caller, hr flight.HoldRequest) guard.Int
 		Token: r.Header.Get("Waiting-Room-Token")}
 }
 
-type roomView struct {
+// RoomSettings is a flight's waiting room as PATCH /admin/flights/{id}
+// answers it.
+type RoomSettings struct {
 	Enabled        bool `json:"enabled"`
 	AdmitPerSecond int  `json:"admitPerSecond"`
 }
@@ -83,9 +85,9 @@ func (s *Server) patchFlight(w http.ResponseWriter, r *http.Request, _ auth.Call
 		return err
 	}
 	writeJSON(w, http.StatusOK, struct {
-		flightView
-		WaitingRoom roomView `json:"waitingRoom"`
-	}{viewFlight(f, true), roomView(room)})
+		FlightView
+		WaitingRoom RoomSettings `json:"waitingRoom"`
+	}{viewFlight(f, true), RoomSettings(room)})
 	return nil
 }
 

@@ -93,7 +93,7 @@ func (s *Server) hostBookings(w http.ResponseWriter, r *http.Request, c auth.Cal
 // adminFlightView is a flight as an operator watches it: every fare's
 // counters and the waiting room.
 type adminFlightView struct {
-	flightView
+	FlightView
 	WaitingRoom guard.RoomView `json:"waitingRoom"`
 }
 
@@ -108,7 +108,7 @@ func (s *Server) adminViews(ctx context.Context, flights []*flight.Flight) ([]ad
 	}
 	out := make([]adminFlightView, 0, len(flights))
 	for _, f := range flights {
-		out = append(out, adminFlightView{flightView: viewFlight(f, true), WaitingRoom: rooms[f.ID]})
+		out = append(out, adminFlightView{FlightView: viewFlight(f, true), WaitingRoom: rooms[f.ID]})
 	}
 	return out, nil
 }

@@ -10,6 +10,8 @@ import (
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/httpapi"
 	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/payment/paytest"
 )
@@ -105,12 +107,8 @@ func TestHostViews(t *testing.T) {
 	t.Parallel()
 	v := newViews(t, apptest.Options{})
 	car := func(host int64, plate string) int64 {
-		r := v.s.Do(apptest.Request{Method: "POST", Path: "/host/cars", Token: v.s.Token(auth.Host, host), Body: map[string]any{
-			"plate": plate, "model": "Kia Morning", "city": "HN", "dailyPrice": 600000, "deposit": 3000000, "currency": "VND"}})
-		if r.Status != 201 {
-			t.Fatalf("create car: %d %s", r.Status, r.Body)
-		}
-		return int64(r.Map(t)["id"].(float64))
+		return v.s.Host(host).CreateCar(t, apptest.Car{Plate: plate, Model: "Kia Morning", City: "HN", DailyPrice: 600000,
+			Deposit: 3000000, Currency: "VND"}).ID
 	}
 	mine1, mine2, theirs := car(50, "30A-000.01"), car(50, "30A-000.02"), car(51, "30A-000.03")
 	hold := func(customer, car int64, days int) int64 {
@@ -118,45 +116,50 @@ func TestHostViews(t *testing.T) {
 		return v.s.Customer(customer).HoldCar(t, car, from, from.Add(24*time.Hour)).BookingID
 	}
 	b1, b2, b3 := hold(7, mine1, 5), hold(8, mine2, 5), hold(9, theirs, 5)
-	cancelled := v.s.Do(apptest.Request{Method: "POST", Path: fmt.Sprintf("/bookings/%d/cancel", b2), Token: v.s.Token(auth.Customer, 8)})
-	if cancelled.Status != 200 {
-		t.Fatalf("cancel: %d %s", cancelled.Status, cancelled.Body)
-	}
+	v.s.Customer(8).Cancel(t, b2)
 
-	list := func(path, uri, role string, sub int64, field, key string) string {
+	// The ids of a page of cars or bookings, as the document describes it
+	// (v.do holds the answer to it).
+	list := func(path, uri, role string, sub int64) string {
 		t.Helper()
-		r := v.do(200, path, "GET", uri, role, sub)
-		var out map[string][]map[string]any
-		r.JSON(t, &out)
+		var out struct {
+			Cars     []httpapi.CarView `json:"cars"`
+			Bookings []booking.View    `json:"bookings"`
+		}
+		v.do(200, path, "GET", uri, role, sub).JSON(t, &out)
 		var s []string
-		for _, x := range out[field] {
-			s = append(s, fmt.Sprint(x[key]))
+		for _, c := range out.Cars {
+			s = append(s, fmt.Sprint(c.ID))
+		}
+		for _, b := range out.Bookings {
+			s = append(s, fmt.Sprint(b.BookingID))
 		}
 		return strings.Join(s, ",")
 	}
-	if got, want := list("/host/cars", "/host/cars", auth.Host, 50, "cars", "id"), fmt.Sprintf("%d,%d", mine1, mine2); got != want {
+	if got, want := list("/host/cars", "/host/cars", auth.Host, 50), fmt.Sprintf("%d,%d", mine1, mine2); got != want {
 		t.Errorf("host 50's cars: %s, want %s", got, want)
 	}
-	if got, want := list("/host/cars", "/host/cars", auth.Admin, 1, "cars", "id"), fmt.Sprintf("%d,%d,%d", mine1, mine2, theirs); got != want {
+	if got, want := list("/host/cars", "/host/cars", auth.Admin, 1), fmt.Sprintf("%d,%d,%d", mine1, mine2, theirs); got != want {
 		t.Errorf("admin's cars: %s, want %s", got, want)
 	}
-	page := v.do(200, "/host/cars", "GET", "/host/cars?limit=1", auth.Host, 50).Map(t)
-	if page["nextAfter"] != float64(mine1) {
-		t.Errorf("first page of one: nextAfter %v, want %d", page["nextAfter"], mine1)
+	var page apptest.CarPage
+	v.do(200, "/host/cars", "GET", "/host/cars?limit=1", auth.Host, 50).JSON(t, &page)
+	if page.NextAfter != mine1 {
+		t.Errorf("first page of one: nextAfter %d, want %d", page.NextAfter, mine1)
 	}
-	if got := list("/host/cars", "/host/cars", auth.Host, 52, "cars", "id"); got != "" {
+	if got := list("/host/cars", "/host/cars", auth.Host, 52); got != "" {
 		t.Errorf("a host without cars sees %s", got)
 	}
-	if got, want := list("/host/bookings", "/host/bookings", auth.Host, 50, "bookings", "bookingId"), fmt.Sprintf("%d,%d", b2, b1); got != want {
+	if got, want := list("/host/bookings", "/host/bookings", auth.Host, 50), fmt.Sprintf("%d,%d", b2, b1); got != want {
 		t.Errorf("host 50's bookings: %s, want %s (newest first, not %d)", got, want, b3)
 	}
-	if got := list("/host/bookings", "/host/bookings?status=cancelled", auth.Host, 50, "bookings", "bookingId"); got != fmt.Sprint(b2) {
+	if got := list("/host/bookings", "/host/bookings?status=cancelled", auth.Host, 50); got != fmt.Sprint(b2) {
 		t.Errorf("cancelled: %s, want %d", got, b2)
 	}
-	if got := list("/host/bookings", fmt.Sprintf("/host/bookings?carId=%d", mine1), auth.Host, 50, "bookings", "bookingId"); got != fmt.Sprint(b1) {
+	if got := list("/host/bookings", fmt.Sprintf("/host/bookings?carId=%d", mine1), auth.Host, 50); got != fmt.Sprint(b1) {
 		t.Errorf("car %d: %s, want %d", mine1, got, b1)
 	}
-	if got := list("/host/bookings", fmt.Sprintf("/host/bookings?limit=1&before=%d", b3), auth.Admin, 1, "bookings", "bookingId"); got != fmt.Sprint(b2) {
+	if got := list("/host/bookings", fmt.Sprintf("/host/bookings?limit=1&before=%d", b3), auth.Admin, 1); got != fmt.Sprint(b2) {
 		t.Errorf("admin, one before %d: %s, want %d", b3, got, b2)
 	}
 	for _, c := range []struct {
@@ -188,11 +191,7 @@ func TestAdminFlights(t *testing.T) {
 	paid := paytest.Charge(t, v.s.App.Pool, hold.BookingID)
 	paytest.Send(t, v.s.URL, v.s.Clock.Now(), payment.ChargeSucceeded, paid)
 	v.s.Customer(8).HoldSeats(t, id, "ECONOMY", "2C")
-	patch := v.s.Do(apptest.Request{Method: "PATCH", Path: fmt.Sprintf("/admin/flights/%d", id), Token: v.s.Token(auth.Admin, 1),
-		Body: map[string]any{"waitingRoom": map[string]any{"enabled": true, "admitPerSecond": 5}}})
-	if patch.Status != 200 {
-		t.Fatalf("waiting room: %d %s", patch.Status, patch.Body)
-	}
+	v.s.Admin().SetWaitingRoom(t, id, true, 5)
 	if _, p := v.s.Customer(9).TryHoldQuantity(t, id, "ECONOMY", 1); p == nil || p.Code != "waiting_room" {
 		t.Fatalf("hold in a surge: %v, want waiting_room", p)
 	}

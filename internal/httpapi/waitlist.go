@@ -44,8 +44,8 @@ func (s *Server) assignSeats(w http.ResponseWriter, r *http.Request, c auth.Call
 	return nil
 }
 
-// waitView is a waitlist entry as docs/api.md shows it.
-type waitView struct {
+// WaitView is a waitlist entry as docs/api.md shows it.
+type WaitView struct {
 	WaitlistID int64     `json:"waitlistId"`
 	FlightID   int64     `json:"flightId"`
 	FareClass  string    `json:"fareClass"`
@@ -56,8 +56,8 @@ type waitView struct {
 	CreatedAt  time.Time `json:"createdAt"`
 }
 
-func viewWait(e *flight.WaitEntry) waitView {
-	return waitView{WaitlistID: e.ID, FlightID: e.FlightID, FareClass: e.FareClass, Quantity: e.Quantity,
+func viewWait(e *flight.WaitEntry) WaitView {
+	return WaitView{WaitlistID: e.ID, FlightID: e.FlightID, FareClass: e.FareClass, Quantity: e.Quantity,
 		Position: e.Position, Status: e.Status, BookingID: e.BookingID, CreatedAt: e.CreatedAt.UTC()}
 }
 
@@ -89,7 +89,7 @@ func (s *Server) listWaitlist(w http.ResponseWriter, r *http.Request, c auth.Cal
 	if err != nil {
 		return err
 	}
-	out := make([]waitView, 0, len(list))
+	out := make([]WaitView, 0, len(list))
 	for _, e := range list {
 		out = append(out, viewWait(e))
 	}

@@ -66,7 +66,8 @@ type Relay struct {
 	Metrics *Metrics
 	// Wake, when not nil, signals that events may have committed (the
 	// LISTEN/NOTIFY listener); the relay also polls every PollInterval.
-	Wake         <-chan struct{}
+	Wake <-chan struct{}
+	// PollInterval is required (BERTH_OUTBOX_POLL_INTERVAL).
 	PollInterval time.Duration
 	// Gather is how long the relay waits after a wake-up before its pass,
 	// so that the events of commits landing together go in one pass (and
@@ -97,7 +98,6 @@ const (
 	DefaultStreamsPerPass = 64
 	DefaultBatchSize      = 500
 	DefaultGather         = 5 * time.Millisecond
-	DefaultPollInterval   = time.Second
 )
 
 func (r *Relay) defaults() {
@@ -111,9 +111,6 @@ func (r *Relay) defaults() {
 		r.Gather = 0
 	} else if r.Gather == 0 {
 		r.Gather = DefaultGather
-	}
-	if r.PollInterval <= 0 {
-		r.PollInterval = DefaultPollInterval
 	}
 	if r.PassTimeout <= 0 {
 		r.PassTimeout = 30 * time.Second
@@ -131,6 +128,10 @@ func (r *Relay) defaults() {
 // pass (broker down, database unreachable) it backs off exponentially.
 func (r *Relay) Run(ctx context.Context) {
 	r.defaults()
+	if r.PollInterval <= 0 {
+		// Its default is BERTH_OUTBOX_POLL_INTERVAL's (internal/config).
+		panic("outbox: Relay.PollInterval is required")
+	}
 	poll := time.NewTicker(r.PollInterval)
 	defer poll.Stop()
 	failures := 0

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
@@ -145,10 +147,7 @@ func TestRelaysShareStreamsAndKeepEachBookingsOrder(t *testing.T) {
 		wg.Go(func() { r.Run(ctx) })
 	}
 	writeFrom(t, pool, bookings/2+1, bookings, perBooking)
-	deadline := time.Now().Add(60 * time.Second)
-	for unpublished(t, pool) > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	apptest.Eventually(t, 60*time.Second, "events left unpublished", func() bool { return unpublished(t, pool) == 0 })
 	cancel()
 	wg.Wait()
 	if n := unpublished(t, pool); n != 0 {
@@ -350,4 +349,18 @@ func TestEnvelopeIsCloudEvents(t *testing.T) {
 			t.Errorf("ParseEnvelope(%s) accepted it", bad)
 		}
 	}
+}
+
+// A relay takes its polling period from BERTH_OUTBOX_POLL_INTERVAL's
+// setting and has no default of its own: zero is refused.
+func TestRunRefusesZeroPollInterval(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "PollInterval") {
+			t.Errorf("Run with a zero PollInterval: %v, want a panic naming PollInterval", r)
+		}
+	}()
+	(&outbox.Relay{DB: pgtest.NewPool(t), Pub: &recorder{}, Clock: clock.NewFake(epoch)}).Run(ctx)
 }

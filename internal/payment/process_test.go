@@ -30,6 +30,7 @@ func TestTwoProcessesShareKeysAndWebhooks(t *testing.T) {
 		apptest.Fare{Class: "ECONOMY", Price: price, Seats: apptest.Seats(1, 2, "AB")})
 	tok := apptest.Token(t, "customer", 9, now)
 
+	// Raw answers: every process must give the one answer byte for byte.
 	holds := apptest.Race(10, func(i int) *apptest.Response {
 		base := []string{a.URL, b.URL}[i%2]
 		return apptest.Do(t, base, apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: tok,

@@ -77,16 +77,10 @@ func TestCancelConfirmedBookingRefundsByRule(t *testing.T) {
 	s := start(t, nil)
 	pool := s.App.Pool
 	departure := apptest.Epoch.Add(48 * time.Hour)
-	r := s.Do(apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: s.Token("admin", 1), Body: map[string]any{
-		"code": "VN900", "from": "SGN", "to": "HAN",
-		"departureAt": departure.Format(time.RFC3339), "arrivalAt": departure.Add(2 * time.Hour).Format(time.RFC3339),
-		"fares": []map[string]any{{"fareClass": "ECONOMY", "price": price, "currency": "VND", "capacity": 9,
-			"seats": apptest.Seats(10, 12, "ABC"), "refundable": 80, "refundCutoff": "24h"}},
-	}})
-	if r.Status != http.StatusCreated {
-		t.Fatalf("create flight: %d %s", r.Status, r.Body)
-	}
-	flightID := int64(r.Map(t)["id"].(float64))
+	keeps80 := 80
+	flightID := s.Admin().CreateFlight(t, apptest.Flight{Code: "VN900", DepartureAt: departure,
+		Fares: []apptest.Fare{{Class: "ECONOMY", Price: price, Capacity: 9, Seats: apptest.Seats(10, 12, "ABC"),
+			Refundable: &keeps80, RefundCutoff: "24h"}}}).ID
 
 	early := hold(t, s, 7, flightID, "10A", "10B")
 	earlyPay := paytest.Pay(t, s, early)

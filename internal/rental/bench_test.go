@@ -118,7 +118,9 @@ func fleet(b *testing.B) string {
 			return
 		}
 		defer pool.Close()
-		_, _, fleetErr = seed.LoadCars(context.Background(), pool, seed.CarDefaults(clock.System{}.Now()))
+		fleet := seed.CarDefaults(clock.System{}.Now())
+		fleet.EventRetention = 7 * 24 * time.Hour
+		_, _, fleetErr = seed.LoadCars(context.Background(), pool, fleet)
 	})
 	if fleetErr != nil {
 		b.Fatal(fleetErr)

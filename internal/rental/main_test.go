@@ -3,7 +3,6 @@ package rental_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -47,17 +46,8 @@ func listCar(t testing.TB, base, hostToken string, host int64, city, turnaround 
 	t.Helper()
 	n := seq.Add(1)
 	c := car{Host: host, Deposit: 2_000_000, Daily: 800_000}
-	resp := apptest.Do(t, base, apptest.Request{Method: http.MethodPost, Path: "/host/cars", Token: hostToken,
-		Body: map[string]any{"plate": fmt.Sprintf("29T-%03d.%02d", n/100%1000, n%100), "model": "Toyota Vios", "city": city,
-			"dailyPrice": c.Daily, "deposit": c.Deposit, "currency": "VND", "turnaround": turnaround}})
-	if resp.Status != http.StatusCreated {
-		t.Fatalf("list car: %d %s", resp.Status, resp.Body)
-	}
-	var v struct {
-		ID int64 `json:"id"`
-	}
-	resp.JSON(t, &v)
-	c.ID = v.ID
+	c.ID = apptest.Client{Base: base, Token: hostToken}.CreateCar(t, apptest.Car{Plate: fmt.Sprintf("29T-%03d.%02d", n/100%1000, n%100),
+		Model: "Toyota Vios", City: city, DailyPrice: c.Daily, Deposit: c.Deposit, Currency: "VND", Turnaround: turnaround}).ID
 	return c
 }
 

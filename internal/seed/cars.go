@@ -3,6 +3,7 @@ package seed
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -34,7 +35,8 @@ type Cars struct {
 	Popular int
 	Seed    uint64 // makes the cars and history reproducible
 	// EventRetention is how far back the history keeps its booking
-	// events (BERTH_EVENT_RETENTION); older ones would have been pruned.
+	// events (BERTH_EVENT_RETENTION, required); older ones would have been
+	// pruned.
 	EventRetention time.Duration
 	Workers        int // parallel COPY streams
 	Currency       string
@@ -46,8 +48,7 @@ type Cars struct {
 // 60 days.
 func CarDefaults(now time.Time) Cars {
 	return Cars{Cars: 20_000, Bookings: 200_000, Cities: []string{"HCM", "HN", "DN", "NT", "PQ", "DL", "HP", "CT"},
-		Now: now, PastDays: 180, FutureDays: 60, Popular: 2, Seed: 1, Workers: 2, Currency: "VND",
-		EventRetention: 7 * 24 * time.Hour}
+		Now: now, PastDays: 180, FutureDays: 60, Popular: 2, Seed: 1, Workers: 2, Currency: "VND"}
 }
 
 // Registration prefixes of the cities berth knows, for plausible plates;
@@ -99,6 +100,9 @@ type plannedCar struct {
 func LoadCars(ctx context.Context, pool *pgxpool.Pool, c Cars) (cars, bookings int, err error) {
 	if c.Cars <= 0 {
 		return 0, 0, nil
+	}
+	if c.EventRetention <= 0 {
+		return 0, 0, errors.New("seed: Cars.EventRetention is required (BERTH_EVENT_RETENTION)")
 	}
 	if len(c.Cities) == 0 {
 		return 0, 0, fmt.Errorf("seed: no cities for the cars")

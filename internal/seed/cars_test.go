@@ -2,6 +2,7 @@ package seed_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ func TestLoadCars(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	c := seed.CarDefaults(now)
-	c.Cars, c.Bookings, c.Popular = 300, 3000, 10
+	c.Cars, c.Bookings, c.Popular, c.EventRetention = 300, 3000, 10, 7*24*time.Hour
 	cars, bookings, err := seed.LoadCars(ctx, pool, c)
 	if err != nil {
 		t.Fatal(err)
@@ -46,5 +47,16 @@ func TestLoadCars(t *testing.T) {
 	}
 	if cars, bookings, err := seed.LoadCars(ctx, pool, c); err != nil || cars != 0 || bookings != 0 {
 		t.Errorf("second load: %d cars, %d bookings, %v; want nothing", cars, bookings, err)
+	}
+}
+
+// The history's event retention is BERTH_EVENT_RETENTION's value, passed
+// in: LoadCars has no default of its own and refuses zero.
+func TestLoadCarsRefusesZeroRetention(t *testing.T) {
+	t.Parallel()
+	c := seed.CarDefaults(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	c.Cars, c.Bookings = 3, 3
+	if _, _, err := seed.LoadCars(context.Background(), pgtest.NewPool(t), c); err == nil || !strings.Contains(err.Error(), "EventRetention") {
+		t.Errorf("LoadCars without a retention: %v, want an error naming EventRetention", err)
 	}
 }

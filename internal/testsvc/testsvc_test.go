@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/testsvc"
 )
 
@@ -35,22 +36,15 @@ func TestPostgresPrimaryReplicaAndCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	replicaURL := replica.URL("svc")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	apptest.Eventually(t, 30*time.Second, "the replica never saw the primary's row", func() bool {
 		conn, err := pgx.Connect(ctx, replicaURL)
-		if err == nil {
-			var n int
-			err = conn.QueryRow(ctx, "SELECT n FROM x").Scan(&n)
-			conn.Close(ctx)
-			if err == nil && n == 42 {
-				break
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica never saw the primary's row: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		defer conn.Close(ctx)
+		var n int
+		return conn.QueryRow(ctx, "SELECT n FROM x").Scan(&n) == nil && n == 42
+	})
 	if err := exec(replicaURL, "INSERT INTO x VALUES (1)"); err == nil {
 		t.Fatal("the replica accepted a write")
 	}

@@ -25,11 +25,22 @@ import (
 // documented success.
 type Client struct {
 	Base, Token string
+	// RoomToken is sent as the Waiting-Room-Token of holds (WithRoomToken).
+	RoomToken string
 }
 
 // Problem is an error answer: docs/api.md's problem document, decoded
-// into the struct the server encodes.
-type Problem struct{ httpapi.Problem }
+// into the struct the server encodes, with what some problems carry
+// besides.
+type Problem struct {
+	httpapi.Problem
+	// Ticket and Position are a 429 waiting_room's place in the queue
+	// (nil Position: none given).
+	Ticket   string `json:"ticket"`
+	Position *int   `json:"position"`
+	// RetryAfter is the Retry-After header ("" without one).
+	RetryAfter string `json:"-"`
+}
 
 // String shows p as a test failure does: status, code, field and detail.
 func (p *Problem) String() string {
@@ -79,7 +90,7 @@ func (c Client) TryHoldSeats(t testing.TB, flightID int64, class string, seats .
 		seats = []string{}
 	}
 	var v booking.View
-	p := c.call(t, http.MethodPost, "/bookings", nil, seatHold{FlightID: flightID, FareClass: class, Seats: seats}, http.StatusCreated, &v)
+	p := c.call(t, http.MethodPost, "/bookings", c.roomHeader(), SeatHold{FlightID: flightID, FareClass: class, Seats: seats}, http.StatusCreated, &v)
 	return v, p
 }
 
@@ -94,18 +105,27 @@ func (c Client) HoldQuantity(t testing.TB, flightID int64, class string, n int) 
 func (c Client) TryHoldQuantity(t testing.TB, flightID int64, class string, n int) (booking.View, *Problem) {
 	t.Helper()
 	var v booking.View
-	p := c.call(t, http.MethodPost, "/bookings", nil, quantityHold{FlightID: flightID, FareClass: class, Quantity: n}, http.StatusCreated, &v)
+	p := c.call(t, http.MethodPost, "/bookings", c.roomHeader(), QuantityHold{FlightID: flightID, FareClass: class, Quantity: n}, http.StatusCreated, &v)
 	return v, p
 }
 
-// seatHold and quantityHold are the bodies of POST /bookings for a flight.
-type seatHold struct {
+// roomHeader is the header of a hold: the waiting room's token, if any.
+func (c Client) roomHeader() map[string]string {
+	if c.RoomToken == "" {
+		return nil
+	}
+	return map[string]string{"Waiting-Room-Token": c.RoomToken}
+}
+
+// SeatHold and QuantityHold are the bodies of POST /bookings for a
+// flight, for tests that send them over a transport of their own (faults).
+type SeatHold struct {
 	FlightID  int64    `json:"flightId"`
 	FareClass string   `json:"fareClass"`
 	Seats     []string `json:"seats"`
 }
 
-type quantityHold struct {
+type QuantityHold struct {
 	FlightID  int64  `json:"flightId"`
 	FareClass string `json:"fareClass"`
 	Quantity  int    `json:"quantity"`
@@ -298,11 +318,9 @@ func (c Client) call(t testing.TB, method, path string, header map[string]string
 		}
 		return nil
 	}
-	// Some problems carry more than the common fields (a waiting room's
-	// ticket and position), so a problem is not decoded strictly.
-	p := &Problem{}
-	if err := json.Unmarshal(r.Body, &p.Problem); err != nil || p.Code == "" || p.Status != r.Status {
-		t.Fatalf("%s %s: %d %s, want %d or a problem document", method, path, r.Status, r.Body, want)
+	p := &Problem{RetryAfter: r.Header.Get("Retry-After")}
+	if err := decodeStrict(r.Body, p); err != nil || p.Code == "" || p.Status != r.Status {
+		t.Fatalf("%s %s: %d %s, want %d or a problem document (%v)", method, path, r.Status, r.Body, want, err)
 	}
 	return p
 }

@@ -2,6 +2,7 @@ package apptest
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -71,6 +72,22 @@ type Attempt struct {
 
 // Try makes an Attempt of a Try… method's answer.
 func Try(v booking.View, p *Problem) Attempt { return Attempt{View: v, Problem: p} }
+
+// Code is the problem code of a refused attempt, "" of a success.
+func (a Attempt) Code() string {
+	if a.Problem == nil {
+		return ""
+	}
+	return a.Problem.Code
+}
+
+// String shows a as a test failure does: the booking, or the problem.
+func (a Attempt) String() string {
+	if a.Problem != nil {
+		return a.Problem.String()
+	}
+	return fmt.Sprintf("booking %d %s", a.View.BookingID, a.View.Status)
+}
 
 // Tally counts attempts like Answers counts responses: "ok" for each
 // success, "<status> <code>" for each problem: {"ok": 1, "409

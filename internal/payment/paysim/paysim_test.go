@@ -42,6 +42,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Unlock()
 }
 
+// post calls the simulated gateway's own API (not berth's), raw.
 func post(t *testing.T, url, key, body string) (int, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
