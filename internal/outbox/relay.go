@@ -235,6 +235,8 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 	msgs, err := r.pass(ctx)
 	if r.Metrics != nil {
 		switch {
+		case err != nil && ctx.Err() != nil:
+			// Cut short by shutdown: not a failure to publish.
 		case err != nil:
 			r.Metrics.publishErrors.Inc()
 		case len(msgs) > 0:
