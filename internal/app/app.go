@@ -175,7 +175,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 	// The sweeper looks at least once per the shortest hold time, so a hold
 	// made while it waits is not swept a whole interval after it ran out.
 	sweepEvery := min(cfg.SweepInterval, cfg.FlightHoldTTL, cfg.CarHoldTTL, cfg.WaitlistOfferTTL)
-	a.Sweeper = booking.NewSweeper(a.Life, pool, o.Log, sweepEvery, o.Registry)
+	a.Sweeper = booking.NewSweeper(arch, a.Life, pool, sweepEvery)
 	if err := a.wirePayments(cfg, o); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/pg"
 )
 
@@ -40,15 +41,16 @@ type SweepDB interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// NewSweeper returns a sweeper that registers its metrics with reg.
-func NewSweeper(l *Lifecycle, db SweepDB, log *slog.Logger, interval time.Duration, reg prometheus.Registerer) *Sweeper {
+// NewSweeper returns a sweeper of l's holds that logs to b.Log and
+// registers its metrics with b.Registry (the clock is l's).
+func NewSweeper(b base.Archetype, l *Lifecycle, db SweepDB, interval time.Duration) *Sweeper {
 	s := &Sweeper{
-		Lifecycle: l, DB: db, Log: log, Interval: interval, MinGap: time.Second, MaxPerPass: 5000, PassTimeout: 20 * time.Second,
+		Lifecycle: l, DB: db, Log: b.Log, Interval: interval, MinGap: time.Second, MaxPerPass: 5000, PassTimeout: 20 * time.Second,
 		runs:    prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_sweeper_runs_total", Help: "Hold-expiry sweeper passes."}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_sweeper_expired_total", Help: "Holds expired by the sweeper."}),
 		failed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_sweeper_errors_total", Help: "Sweeper passes that ended with an error."}),
 	}
-	reg.MustRegister(s.runs, s.expired, s.failed)
+	b.Registry.MustRegister(s.runs, s.expired, s.failed)
 	return s
 }
 

@@ -2,13 +2,11 @@ package booking_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/config"
 )
@@ -22,7 +20,7 @@ func TestSweeperWaitsForTheEarliestHold(t *testing.T) {
 	s := apptest.Start(t, apptest.Options{Config: func(c *config.Config) { c.FlightHoldTTL = ttl }})
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: price, Seats: apptest.Seats(10, 12, "ABC")})
 	ctx := context.Background()
-	sw := booking.NewSweeper(s.App.Life, s.App.Pool, slog.New(slog.DiscardHandler), time.Hour, prometheus.NewRegistry())
+	sw := booking.NewSweeper(base.Test(s.Clock), s.App.Life, s.App.Pool, time.Hour)
 	sw.MinGap = time.Second
 
 	if got := sw.UntilNext(ctx); got != time.Hour {

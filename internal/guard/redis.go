@@ -121,6 +121,7 @@ func OpenRedis(ctx context.Context, url string, o RedisOptions, log *slog.Logger
 	if o.AutoPipeline {
 		ap, err := r.Client.AutoPipeline()
 		if err != nil {
+			_ = r.Close()
 			return nil, fmt.Errorf("redis auto-pipelining: %w", err)
 		}
 		r.Cmd = ap
