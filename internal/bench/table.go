@@ -283,16 +283,8 @@ func (r *Report) writeSeconds(w io.Writer) {
 		}
 		rows = append(rows, fmt.Sprintf("%s\t%s\t%s (s%d)\t%d/%d\t%s\t", m.Name, num(first), num(worst), at+1, over, len(m.Open.Series), strings.Join(per, " ")))
 	}
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\nP99 OF ALL ANSWERS PER SECOND (ms, by the second the answer came in; follow-ups included)\n")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "mode\tfirst s\tworst s\ts ≥ 100ms\teach second\t")
-	for _, row := range rows {
-		fmt.Fprintln(tw, row)
-	}
-	_ = tw.Flush()
+	writeSection(w, "P99 OF ALL ANSWERS PER SECOND (ms, by the second the answer came in; follow-ups included)",
+		"mode\tfirst s\tworst s\ts ≥ 100ms\teach second\t", 0, rows)
 }
 
 // writeMoney prints the flash sale's payment starts and webhooks, and how
@@ -309,16 +301,8 @@ func (r *Report) writeMoney(w io.Writer) {
 		}
 		rows = append(rows, fmt.Sprintf("%s\t%d\t%d\t%s\t", m.Name, m.Money.PayStarts, m.Money.Pay503, hooks))
 	}
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\nMONEY (payment starts as the customers saw them; the gateway's webhooks from berth's metrics, every process)\n")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tpayment starts\t503\twebhooks\t503\t")
-	for _, row := range rows {
-		fmt.Fprintln(tw, row)
-	}
-	_ = tw.Flush()
+	writeSection(w, "MONEY (payment starts as the customers saw them; the gateway's webhooks from berth's metrics, every process)",
+		"mode\tpayment starts\t503\twebhooks\t503\t", tabwriter.AlignRight, rows)
 }
 
 // writeMemory prints each berth process's resident memory over its mode.
@@ -334,12 +318,19 @@ func (r *Report) writeMemory(w io.Writer) {
 				mb(p.StartKB), mb(p.MaxKB), p.MaxAt, mb(p.EndKB), p.Samples))
 		}
 	}
+	writeSection(w, "MEMORY (VmRSS of each berth process, MB, sampled every 200 ms from its start to its stop)",
+		"mode\tprocess\tstart\tmax\tend\tsamples\t", 0, rows)
+}
+
+// writeSection prints a titled table of tab-separated rows under header,
+// nothing when there are no rows.
+func writeSection(w io.Writer, title, header string, flags uint, rows []string) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nMEMORY (VmRSS of each berth process, MB, sampled every 200 ms from its start to its stop)\n")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "mode\tprocess\tstart\tmax\tend\tsamples\t")
+	fmt.Fprintf(w, "\n%s\n", title)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', flags)
+	fmt.Fprintln(tw, header)
 	for _, row := range rows {
 		fmt.Fprintln(tw, row)
 	}

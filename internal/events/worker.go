@@ -178,18 +178,11 @@ func (w *Worker) Ready(ctx context.Context) error {
 }
 
 func (w *Worker) prune(ctx context.Context) {
-	t := time.NewTicker(w.s.RetentionInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	clock.Every(ctx, w.s.RetentionInterval, func() {
 		if _, _, err := w.Prune(ctx); err != nil && ctx.Err() == nil {
 			w.log.Warn("prune events", "err", err)
 		}
-	}
+	})
 }
 
 // Prune deletes published outbox events and processed-event records older

@@ -42,18 +42,19 @@ func (s *Server) viewCar(ctx context.Context, c *rental.Car, host bool) CarView 
 	return v
 }
 
-type createCarRequest struct {
+// CreateCarRequest is the body of POST /host/cars.
+type CreateCarRequest struct {
 	Plate      string `json:"plate"`
 	Model      string `json:"model"`
 	City       string `json:"city"`
 	DailyPrice int64  `json:"dailyPrice"`
 	Deposit    int64  `json:"deposit"`
 	Currency   string `json:"currency"`
-	Turnaround string `json:"turnaround"`
+	Turnaround string `json:"turnaround,omitempty"`
 }
 
 func (s *Server) createCar(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
-	var req createCarRequest
+	var req CreateCarRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}

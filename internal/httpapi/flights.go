@@ -128,30 +128,34 @@ func (s *Server) seatMap(w http.ResponseWriter, r *http.Request, _ auth.Caller) 
 	return nil
 }
 
-type createFlightRequest struct {
-	Code        string `json:"code"`
-	From        string `json:"from"`
-	To          string `json:"to"`
-	DepartureAt string `json:"departureAt"`
-	ArrivalAt   string `json:"arrivalAt"`
-	Fares       []struct {
-		FareClass     string   `json:"fareClass"`
-		Price         int64    `json:"price"`
-		Currency      string   `json:"currency"`
-		Capacity      int      `json:"capacity"`
-		OverbookLimit int      `json:"overbookLimit"`
-		Seats         []string `json:"seats"`
-		// Refundable is the percentage refunded up to RefundCutoff before
-		// departure (default 100 % up to 24h).
-		Refundable   *int   `json:"refundable"`
-		RefundCutoff string `json:"refundCutoff"`
-		// Buckets splits the class's counter over this many rows.
-		Buckets int `json:"buckets"`
-	} `json:"fares"`
+// CreateFlightRequest is the body of POST /admin/flights.
+type CreateFlightRequest struct {
+	Code        string        `json:"code"`
+	From        string        `json:"from"`
+	To          string        `json:"to"`
+	DepartureAt string        `json:"departureAt"`
+	ArrivalAt   string        `json:"arrivalAt"`
+	Fares       []FareRequest `json:"fares"`
+}
+
+// FareRequest is one fare class of a CreateFlightRequest.
+type FareRequest struct {
+	FareClass     string   `json:"fareClass"`
+	Price         int64    `json:"price"`
+	Currency      string   `json:"currency"`
+	Capacity      int      `json:"capacity"`
+	OverbookLimit int      `json:"overbookLimit"`
+	Seats         []string `json:"seats"`
+	// Refundable is the percentage refunded up to RefundCutoff before
+	// departure (default 100 % up to 24h).
+	Refundable   *int   `json:"refundable,omitempty"`
+	RefundCutoff string `json:"refundCutoff,omitempty"`
+	// Buckets splits the class's counter over this many rows.
+	Buckets int `json:"buckets"`
 }
 
 func (s *Server) createFlight(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
-	var req createFlightRequest
+	var req CreateFlightRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}

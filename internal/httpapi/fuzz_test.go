@@ -31,8 +31,8 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, dst := range []func() any{
 			func() any { return &createBookingRequest{} },
-			func() any { return &createCarRequest{} },
-			func() any { return &createFlightRequest{} },
+			func() any { return &CreateCarRequest{} },
+			func() any { return &CreateFlightRequest{} },
 		} {
 			got := dst()
 			err := decodeJSON(body, got)

@@ -266,14 +266,7 @@ func (s *Store) Purge(ctx context.Context, limit int) (int64, error) {
 // RunJanitor purges expired keys every interval until ctx ends, in bounded
 // batches.
 func (s *Store) RunJanitor(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	clock.Every(ctx, interval, func() {
 		for range 100 {
 			passCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			n, err := s.Purge(passCtx, 1000)
@@ -282,11 +275,11 @@ func (s *Store) RunJanitor(ctx context.Context, interval time.Duration) {
 				if ctx.Err() == nil {
 					s.log.Error("purge idempotency keys", "err", err)
 				}
-				break
+				return
 			}
 			if n < 1000 {
-				break
+				return
 			}
 		}
-	}
+	})
 }

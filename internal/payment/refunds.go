@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
@@ -183,14 +184,7 @@ func (r *Refunds) send(ctx context.Context, id int64, eventID string, bookingID,
 // Run sends recorded refunds every interval until ctx ends, each pass
 // bounded in refunds and time.
 func (r *Refunds) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	clock.Every(ctx, interval, func() {
 		passCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		_, errs := r.Send(passCtx, false)
 		cancel()
@@ -199,7 +193,7 @@ func (r *Refunds) Run(ctx context.Context, interval time.Duration) {
 				r.s.log.Warn("send refund", "err", err)
 			}
 		}
-	}
+	})
 }
 
 // link stores the gateway's id of refund id. If the refund.succeeded

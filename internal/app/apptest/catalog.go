@@ -26,29 +26,7 @@ type Flight struct {
 
 var flightSeq atomic.Int64
 
-// newFlight and newFare are the wire form of a Flight and its fares.
-type newFlight struct {
-	Code        string    `json:"code"`
-	From        string    `json:"from"`
-	To          string    `json:"to"`
-	DepartureAt string    `json:"departureAt"`
-	ArrivalAt   string    `json:"arrivalAt"`
-	Fares       []newFare `json:"fares"`
-}
-
-type newFare struct {
-	FareClass     string   `json:"fareClass"`
-	Price         int64    `json:"price"`
-	Currency      string   `json:"currency"`
-	Capacity      int      `json:"capacity"`
-	OverbookLimit int      `json:"overbookLimit"`
-	Seats         []string `json:"seats"`
-	Refundable    *int     `json:"refundable,omitempty"`
-	RefundCutoff  string   `json:"refundCutoff,omitempty"`
-	Buckets       int      `json:"buckets"`
-}
-
-func (f Flight) wire() newFlight {
+func (f Flight) wire() httpapi.CreateFlightRequest {
 	if f.Code == "" {
 		f.Code = fmt.Sprintf("VN%d", 100+flightSeq.Add(1))
 	}
@@ -58,10 +36,10 @@ func (f Flight) wire() newFlight {
 	if f.ArrivalAt.IsZero() {
 		f.ArrivalAt = f.DepartureAt.Add(2 * time.Hour)
 	}
-	w := newFlight{Code: f.Code, From: f.From, To: f.To, DepartureAt: f.DepartureAt.Format(time.RFC3339),
-		ArrivalAt: f.ArrivalAt.Format(time.RFC3339), Fares: []newFare{}}
+	w := httpapi.CreateFlightRequest{Code: f.Code, From: f.From, To: f.To, DepartureAt: f.DepartureAt.Format(time.RFC3339),
+		ArrivalAt: f.ArrivalAt.Format(time.RFC3339), Fares: []httpapi.FareRequest{}}
 	for _, fa := range f.Fares {
-		nf := newFare{FareClass: fa.Class, Price: fa.Price, Currency: fa.Currency, Capacity: fa.Capacity,
+		nf := httpapi.FareRequest{FareClass: fa.Class, Price: fa.Price, Currency: fa.Currency, Capacity: fa.Capacity,
 			OverbookLimit: fa.OverbookLimit, Seats: fa.Seats, Refundable: fa.Refundable, RefundCutoff: fa.RefundCutoff, Buckets: fa.Buckets}
 		if nf.Currency == "" {
 			nf.Currency = "VND"
@@ -227,15 +205,7 @@ func (c Client) TryLeaveWaitlist(t testing.TB, id int64) (httpapi.WaitView, *Pro
 }
 
 // Car is the body of POST /host/cars.
-type Car struct {
-	Plate      string `json:"plate"`
-	Model      string `json:"model"`
-	City       string `json:"city"`
-	DailyPrice int64  `json:"dailyPrice"`
-	Deposit    int64  `json:"deposit"`
-	Currency   string `json:"currency"`
-	Turnaround string `json:"turnaround,omitempty"`
-}
+type Car = httpapi.CreateCarRequest
 
 // CreateCar lists car as a host (or an admin): POST /host/cars → 201, the
 // car with its plate and host.
