@@ -3,12 +3,14 @@ package app_test
 import (
 	"context"
 	"strings"
+	"time"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/pg/pgtest"
 	"berth.dev/berth/internal/testsvc"
 )
@@ -59,4 +61,85 @@ func cachedScripts(info string) string {
 		}
 	}
 	return "number_of_cached_scripts missing"
+}
+
+// Every connection of berth's pool has run the hold path once before it
+// serves a request, and nothing of it stayed: made when berth starts on a
+// database that has flights, at once (app.New returns with them warm);
+// made before there was any flight to hold on, by the Warmer's pass once
+// there is one.
+func TestConnectionsHaveRunTheHoldBeforeServing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewURL(t)
+
+	// Started on an empty database: its connections could not be warmed.
+	s := apptest.Start(t, apptest.Options{DatabaseURL: url, Config: func(c *config.Config) { c.DBMinConns, c.Events.InServe = 3, false }})
+	if warm, _ := s.App.Warmer.Counts(); warm != 0 {
+		t.Fatalf("%d connections warm with no flight to hold on", warm)
+	}
+	fl := s.Admin().CreateFlight(t, apptest.Flight{DepartureAt: apptest.Epoch.Add(48 * time.Hour),
+		Fares: []apptest.Fare{{Class: "ECONOMY", Price: 1_000_000, Seats: []string{"1A", "1B", "1C"}}}})
+	// A pass skips the connections in use (the waiting room's reloads):
+	// a few passes find them idle.
+	for range 50 {
+		if s.App.Warmer.Pass(ctx, s.App.Pool); func() bool { _, cold := s.App.Warmer.Counts(); return cold == 0 }() {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	checkWarm(t, "after the pass, berth started before the flight existed", s.App, 3)
+
+	// Started on a database with a flight: warm when New returns.
+	cfg := apptest.TestConfig(url)
+	cfg.DBMaxConns, cfg.DBMinConns = 10, 6
+	cfg.Events.InServe = false
+	a, err := app.New(ctx, cfg, app.Options{Clock: s.Clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	checkWarm(t, "when app.New returned", a, 6)
+
+	// Nothing was held: every seat is free and no booking or event exists.
+	var bookings, events, free int
+	if err := a.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM booking), (SELECT count(*) FROM outbox),
+		(SELECT count(*) FROM seat WHERE flight_id = $1 AND status = 'AVAILABLE' AND booking_id IS NULL)`, fl.ID).
+		Scan(&bookings, &events, &free); err != nil {
+		t.Fatal(err)
+	}
+	if bookings != 0 || events != 0 || free != 3 {
+		t.Errorf("after the warm-ups: %d bookings, %d events, %d of 3 seats free; want 0, 0, 3", bookings, events, free)
+	}
+	s.Customer(7).HoldSeats(t, fl.ID, "ECONOMY", "1A") // and the seat it warmed on can be held
+}
+
+// checkWarm asserts that a's pool holds at least n idle connections, each
+// of which has run the hold's statement (pgx prepares it on a connection
+// the first time it runs there), and that the Warmer counts none cold.
+func checkWarm(t *testing.T, when string, a *app.App, n int) {
+	t.Helper()
+	ctx := context.Background()
+	conns := a.Pool.AcquireAllIdle(ctx)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	if len(conns) < n {
+		t.Errorf("%s: %d idle connections, want %d", when, len(conns), n)
+	}
+	for i, c := range conns {
+		var holds int
+		if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%hold_flight(%'
+			AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&holds); err != nil {
+			t.Fatal(err)
+		}
+		if holds == 0 {
+			t.Errorf("%s: connection %d of %d has never run the hold", when, i+1, len(conns))
+		}
+	}
+	if warm, cold := a.Warmer.Counts(); cold != 0 || warm < n {
+		t.Errorf("%s: the Warmer counts %d warm and %d cold connections, want %d warm and none cold", when, warm, cold, n)
+	}
 }

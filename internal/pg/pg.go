@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,6 +36,9 @@ type PoolConfig struct {
 	Tracer pgx.QueryTracer
 	// Params are extra session settings sent when connecting.
 	Params map[string]string
+	// Warm, when set, warms every connection the pool makes before the
+	// pool hands it out (see Warmer).
+	Warm *Warmer
 }
 
 // Open connects to url and checks the connection.
@@ -78,6 +80,10 @@ func newPool(ctx context.Context, url string, pc PoolConfig) (*pgxpool.Pool, err
 	}
 	if pc.Tracer != nil {
 		cfg.ConnConfig.Tracer = pc.Tracer
+	}
+	if pc.Warm != nil {
+		cfg.AfterConnect = pc.Warm.afterConnect
+		cfg.BeforeClose = pc.Warm.forget
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -135,26 +141,4 @@ func State(err error) string {
 func Violates(err error, constraint string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.ConstraintName == constraint
-}
-
-// warm opens n of pool's connections before Open returns (pgxpool opens
-// its minimum in the background, after the first requests may already have
-// come): the first second of a sale does not wait for connections to be
-// made. A connection that cannot be made now is left to the pool.
-func warm(ctx context.Context, pool *pgxpool.Pool, n int) {
-	conns := make([]*pgxpool.Conn, n)
-	var wg sync.WaitGroup
-	for i := range conns {
-		wg.Go(func() {
-			if c, err := pool.Acquire(ctx); err == nil {
-				conns[i] = c
-			}
-		})
-	}
-	wg.Wait()
-	for _, c := range conns {
-		if c != nil {
-			c.Release()
-		}
-	}
 }

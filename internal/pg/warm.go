@@ -1,0 +1,161 @@
+package pg
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// warm opens n of pool's connections before Open returns (pgxpool opens
+// its minimum in the background, after the first requests may already have
+// come): the first second of a sale does not wait for connections to be
+// made, nor (with PoolConfig.Warm) for them to be warmed. A connection that
+// cannot be made now is left to the pool.
+func warm(ctx context.Context, pool *pgxpool.Pool, n int) {
+	conns := make([]*pgxpool.Conn, n)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Go(func() {
+			if c, err := pool.Acquire(ctx); err == nil {
+				conns[i] = c
+			}
+		})
+	}
+	wg.Wait()
+	for _, c := range conns {
+		if c != nil {
+			c.Release()
+		}
+	}
+}
+
+// WarmFunc runs the hot statements once on a new connection, writing
+// nothing that outlives it, and reports whether the connection is now warm
+// (false: it could only do part, e.g. the database has nothing to run them
+// on yet; it is tried again later).
+type WarmFunc func(ctx context.Context, c *pgx.Conn) bool
+
+// warmTimeout bounds one warm-up of one connection.
+const warmTimeout = 5 * time.Second
+
+// Warmer warms a pool's connections. A new PostgreSQL backend pays on its
+// first call of each statement and function for what every later call
+// finds cached: its catalog caches, PL/pgSQL's compilation of a function
+// and the plans of the statements inside it, the plans of the foreign-key
+// checks its writes fire, and pgx's preparation of the statement (a round
+// trip of its own). On a loaded two-core machine that is 50–100 ms for
+// the first hold on a backend against 3–5 ms for the next; in a sale's
+// first second every connection pays it at once. The Warmer pays it when
+// the connection is made, before the pool hands it out (pgxpool's
+// AfterConnect), and again, in the background (Run), on the idle
+// connections whose warm-up could do only part.
+type Warmer struct {
+	fn WarmFunc
+	// one warm-up at a time: they would queue on the same rows (the one
+	// seat and fare they hold, each for a moment) and give up.
+	one sync.Mutex
+
+	mu   sync.Mutex
+	cold map[*pgx.Conn]struct{} // connections whose warm-up did only part
+	warm map[*pgx.Conn]struct{}
+}
+
+// NewWarmer makes a Warmer that runs fn on each connection.
+func NewWarmer(fn WarmFunc) *Warmer {
+	return &Warmer{fn: fn, cold: map[*pgx.Conn]struct{}{}, warm: map[*pgx.Conn]struct{}{}}
+}
+
+// afterConnect warms a new connection. It never refuses one: a warm-up is
+// an optimisation, and a connection it could not warm still serves.
+func (w *Warmer) afterConnect(ctx context.Context, c *pgx.Conn) error {
+	w.try(ctx, c)
+	return nil
+}
+
+func (w *Warmer) try(ctx context.Context, c *pgx.Conn) {
+	w.one.Lock()
+	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
+	ok := w.fn(ctx, c)
+	cancel()
+	w.one.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ok {
+		delete(w.cold, c)
+		w.warm[c] = struct{}{}
+	} else {
+		w.cold[c] = struct{}{}
+	}
+}
+
+// forget drops a connection the pool closes.
+func (w *Warmer) forget(c *pgx.Conn) {
+	w.mu.Lock()
+	delete(w.cold, c)
+	delete(w.warm, c)
+	w.mu.Unlock()
+}
+
+// Counts reports how many of the pool's open connections are warm and how
+// many are not yet.
+func (w *Warmer) Counts() (warm, cold int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.warm), len(w.cold)
+}
+
+// Run warms, every interval until ctx ends, the idle connections whose
+// warm-up did only part (as when berth started before the flights it
+// sells existed). While every connection is warm it touches nothing.
+func (w *Warmer) Run(ctx context.Context, pool *pgxpool.Pool, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		w.Pass(ctx, pool)
+	}
+}
+
+// Pass warms the idle connections that are not warm yet, once: one
+// first, and the others only if that one could be warmed, so a database
+// with nothing to warm on costs one short transaction a pass.
+func (w *Warmer) Pass(ctx context.Context, pool *pgxpool.Pool) {
+	if _, cold := w.Counts(); cold == 0 {
+		return
+	}
+	var todo []*pgxpool.Conn
+	for _, pc := range pool.AcquireAllIdle(ctx) {
+		w.mu.Lock()
+		_, isCold := w.cold[pc.Conn()]
+		w.mu.Unlock()
+		if isCold {
+			todo = append(todo, pc)
+		} else {
+			pc.Release()
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	first := todo[0].Conn()
+	for i, pc := range todo {
+		if i == 0 || w.isWarm(first) {
+			w.try(ctx, pc.Conn())
+		}
+		pc.Release()
+	}
+}
+
+func (w *Warmer) isWarm(c *pgx.Conn) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.warm[c]
+	return ok
+}
