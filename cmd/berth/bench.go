@@ -26,9 +26,11 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	o, out, profile := f.o, f.out, f.profile
 	if !f.inProcess {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("bench: find this berth to run `berth serve`: %w (or use --in-process)", err)
+		exe := f.serve
+		if exe == "" {
+			if exe, err = os.Executable(); err != nil {
+				return fmt.Errorf("bench: find this berth to run `berth serve`: %w (or use --in-process)", err)
+			}
 		}
 		o.ServeArgv = []string{exe, "serve"}
 	}
@@ -102,6 +104,7 @@ func writeFile(path string, write func(io.Writer) error) error {
 type benchFlags struct {
 	o                        bench.Options
 	out, profile, hotProfile string
+	serve                    string
 	inProcess                bool
 }
 
@@ -140,6 +143,7 @@ Flags:
 	fs.StringVar(&f.hotProfile, "hot-cpuprofile", "", "write a CPU profile of this process over the protected mode's hot-flight loop (--hot-clients) to this file: berth's hold path with --in-process")
 	processes := "1"
 	fs.StringVar(&processes, "processes", processes, "berth processes sharing each mode's database, Redis and load: 1, 2, or both (1 then 2); more than one needs --redis-url")
+	fs.StringVar(&f.serve, "serve", "", "run this berth binary as `berth serve` instead of this one (one load generator for two builds, side by side)")
 	fs.BoolVar(&f.inProcess, "in-process", false, "run berth inside the bench's process instead of as `berth serve` processes (for --cpuprofile; memory then includes the load generator)")
 
 	fs.IntVar(&o.Flights, "flights", o.Flights, "flash-sale: flights on sale, 180 seats each")

@@ -89,8 +89,18 @@ type recorder struct {
 	last    time.Time // when the last answer arrived
 	ops     map[string]*opTally
 	seconds []*secondTally
+	// slices: op → the requests sent (scheduled, for scheduled ones) in
+	// each 100 ms slice of the first seconds, with their latencies.
+	slices  map[string]*[firstSlices]hist
 	samples map[string]string // one transport error message per outcome, for the report
 }
+
+// firstSlices is how many 100 ms slices of the start of a run the report
+// shows one by one: a sale's first seconds.
+const (
+	firstSlices = 20
+	sliceLen    = 100 * time.Millisecond
+)
 
 type opTally struct {
 	offered  int
@@ -105,7 +115,7 @@ type secondTally struct {
 }
 
 func newRecorder(start time.Time) *recorder {
-	return &recorder{start: start, ops: map[string]*opTally{}, samples: map[string]string{}}
+	return &recorder{start: start, ops: map[string]*opTally{}, slices: map[string]*[firstSlices]hist{}, samples: map[string]string{}}
 }
 
 func (r *recorder) op(name string) *opTally {
@@ -158,6 +168,14 @@ func (r *recorder) done(op, outcome string, latency time.Duration, end time.Time
 	sh.add(latency)
 	if answered(outcome) {
 		s.all.add(latency)
+		if k := int(end.Add(-latency).Sub(r.start) / sliceLen); k >= 0 && k < firstSlices {
+			sl := r.slices[op]
+			if sl == nil {
+				sl = &[firstSlices]hist{}
+				r.slices[op] = sl
+			}
+			sl[k].add(latency)
+		}
 	}
 }
 

@@ -91,8 +91,18 @@ type OpenResult struct {
 	Committed       int      `json:"committed"`
 	CommittedPerSec float64  `json:"committedPerSec"`
 	Series          []Second `json:"series"`
+	// FirstSlices is, for each operation, the requests sent (scheduled)
+	// in each 100 ms of the first 2 seconds, answered whenever: a sale's
+	// cold start next to its steady state.
+	FirstSlices map[string][]Slice `json:"firstSlices,omitempty"`
 	// Errors holds one message per transport outcome, for diagnosis.
 	Errors map[string]string `json:"errors,omitempty"`
+}
+
+// Slice is the requests of one operation sent in one 100 ms slice.
+type Slice struct {
+	Count   int         `json:"count"`
+	Latency Percentiles `json:"latency"`
 }
 
 // OpStat is one operation's requests: offered (scheduled, for the
@@ -254,6 +264,12 @@ func openResult(r *recorder, scheduled []string, dur time.Duration) *OpenResult 
 			sec.Outcomes[key] = SecondStats{Count: int(h.n), Latency: h.percentiles()}
 		}
 		res.Series = append(res.Series, sec)
+	}
+	res.FirstSlices = map[string][]Slice{}
+	for op, sl := range r.slices {
+		for i := range sl {
+			res.FirstSlices[op] = append(res.FirstSlices[op], Slice{Count: int(sl[i].n), Latency: sl[i].percentiles()})
+		}
 	}
 	return res
 }

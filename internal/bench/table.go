@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -113,6 +115,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	_ = tw.Flush()
 
 	r.writeSeconds(w)
+	r.writeSlices(w)
 	r.writeMoney(w)
 
 	if names := r.closedNames(); len(names) > 0 {
@@ -285,6 +288,36 @@ func (r *Report) writeSeconds(w io.Writer) {
 	}
 	writeSection(w, "P99 OF ALL ANSWERS PER SECOND (ms, by the second the answer came in; follow-ups included)",
 		"mode\tfirst s\tworst s\ts ≥ 100ms\teach second\t", 0, rows)
+}
+
+// writeSlices prints, for each operation of each mode, the requests sent in
+// each 100 ms of the first 2 seconds: how many, and their p50 and p99 —
+// a sale's cold start next to the work itself.
+func (r *Report) writeSlices(w io.Writer) {
+	var rows []string
+	for _, m := range r.Modes {
+		if m.Open == nil {
+			continue
+		}
+		ops := make([]string, 0, len(m.Open.FirstSlices))
+		for op := range m.Open.FirstSlices {
+			ops = append(ops, op)
+		}
+		sort.Strings(ops)
+		for _, op := range ops {
+			var n, p50, p99 []string
+			for _, s := range m.Open.FirstSlices[op] {
+				n = append(n, strconv.Itoa(s.Count))
+				p50 = append(p50, num(s.Latency.P50))
+				p99 = append(p99, num(s.Latency.P99))
+			}
+			rows = append(rows, fmt.Sprintf("%s\t%s\tcount\t%s\t", m.Name, op, strings.Join(n, " ")),
+				fmt.Sprintf("%s\t%s\tp50\t%s\t", m.Name, op, strings.Join(p50, " ")),
+				fmt.Sprintf("%s\t%s\tp99\t%s\t", m.Name, op, strings.Join(p99, " ")))
+		}
+	}
+	writeSection(w, "FIRST 2 SECONDS BY 100 MS (requests by the slice they were scheduled or sent in; latency in ms)",
+		"mode\top\t\t0.0s 0.1s … 1.9s\t", 0, rows)
 }
 
 // writeMoney prints the flash sale's payment starts and webhooks, and how
