@@ -3,8 +3,8 @@ package app_test
 import (
 	"context"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
