@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/pg/pgtest"
@@ -115,5 +118,76 @@ func TestHoldLocksTheBucketsLast(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("hold after the bucket came free: %v", err)
+	}
+}
+
+// A lone hold applies its units to the bucket it decided on with one
+// conditional update; when that bucket filled while the hold waited for it,
+// the hold still gets the units it decided on, in that bucket, with share
+// moved into it from another bucket of the class (as a batch does), and
+// never more than the bucket's share.
+func TestHoldWhoseBucketFilledMovesShareIntoIt(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
+	ctx := context.Background()
+	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 4, Buckets: 2})
+	other, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback(ctx) }()
+	// Bucket 0 (the first of two equally roomy ones, where the hold will
+	// decide to go) fills while the hold is under way.
+	if _, err := other.Exec(ctx, `UPDATE fare_bucket SET held = quota WHERE flight_id = $1 AND bucket = 0`, id); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var b *booking.Booking
+	go func() {
+		var err error
+		b, err = svc.Hold(ctx, HoldRequest{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Quantity: 1})
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the hold finished without waiting for the fare bucket: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hold never waited for the fare bucket")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("hold: %v", err)
+	}
+	var bucket int
+	if err := pool.QueryRow(ctx, `SELECT fare_bucket FROM booking WHERE id = $1`, b.ID).Scan(&bucket); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT bucket || ':' || quota || '/' || held FROM fare_bucket WHERE flight_id = $1 ORDER BY bucket`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"0:3/3", "1:1/0"}; bucket != 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("booking in bucket %d, buckets (quota/held) %v; want bucket 0, %v", bucket, got, want)
 	}
 }

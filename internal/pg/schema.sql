@@ -76,7 +76,7 @@ END;
 $$;
 
 CREATE FUNCTION public.json_time(t timestamp with time zone) RETURNS text
-    LANGUAGE sql STABLE STRICT
+    LANGUAGE sql STABLE
     RETURN ((to_char((t AT TIME ZONE 'UTC'::text), 'YYYY-MM-DD"T"HH24:MI:SS'::text) || COALESCE(('.'::text || NULLIF(rtrim(to_char((t AT TIME ZONE 'UTC'::text), 'US'::text), '0'::text), ''::text)), ''::text)) || 'Z'::text);
 
 CREATE TABLE public.booking (
@@ -164,6 +164,7 @@ DECLARE
     v_new       bigint[];
     v_rows      booking[];
     v_row       booking[] := array_fill(NULL::booking, ARRAY[n]);
+    v_one       booking;
     v_check     text[];
     v_want      text[];
     i           integer;
@@ -181,7 +182,14 @@ DECLARE
     v_seated    boolean := coalesce(cardinality(array_remove(p_seats, NULL)), 0) > 0;
     v_moved     boolean := false;
 BEGIN
-    SELECT f.departure_at INTO v_departure FROM flight f WHERE f.id = p_flight;
+    -- The flight and the requested fares in one statement.
+    SELECT f.departure_at, array_agg(fi.fare_class), array_agg(fi.price), array_agg(fi.currency), array_agg(fi.refund_rule),
+           array_agg(EXISTS (SELECT 1 FROM waitlist w WHERE w.flight_id = fi.flight_id
+               AND w.fare_class = fi.fare_class AND w.status = 'WAITING'))
+    INTO v_departure, c_class, c_price, c_currency, c_rule, c_queued
+    FROM flight f LEFT JOIN fare_inventory fi ON fi.flight_id = f.id AND fi.fare_class = ANY (p_classes)
+    WHERE f.id = p_flight
+    GROUP BY f.departure_at;
     IF NOT FOUND THEN
         RETURN QUERY SELECT g.i, 'no_flight'::text, NULL::text, NULL::booking
             FROM generate_series(1, n) AS g(i) ORDER BY g.i;
@@ -189,11 +197,8 @@ BEGIN
     END IF;
     v_expires := least(p_now + p_ttl, v_departure);
 
-    SELECT array_agg(fi.fare_class), array_agg(fi.price), array_agg(fi.currency), array_agg(fi.refund_rule),
-           array_agg(EXISTS (SELECT 1 FROM waitlist w WHERE w.flight_id = fi.flight_id
-               AND w.fare_class = fi.fare_class AND w.status = 'WAITING'))
-    INTO c_class, c_price, c_currency, c_rule, c_queued
-    FROM fare_inventory fi WHERE fi.flight_id = p_flight AND fi.fare_class = ANY (p_classes);
+    -- A flight without any of the classes: no fare at all.
+    c_class := array_remove(c_class, NULL);
 
     -- The keys whose requests still hold them, locked against a retry
     -- taking one over before the commit.
@@ -206,8 +211,11 @@ BEGIN
     END IF;
 
     IF v_seated THEN
-        SELECT array_agg(s.seat_no ORDER BY s.seat_no), array_agg(s.fare_class ORDER BY s.seat_no),
-               array_agg(s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= p_now) ORDER BY s.seat_no)
+        -- The three arrays come from one aggregation of the same rows, so
+        -- they pair up; their order is not used (seats are found by
+        -- array_position), so the aggregates sort nothing.
+        SELECT array_agg(s.seat_no), array_agg(s.fare_class),
+               array_agg(s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= p_now))
         INTO s_no, s_class, s_free
         FROM (SELECT st.seat_no, st.fare_class, st.status, st.held_until FROM seat st
               WHERE st.flight_id = p_flight
@@ -223,11 +231,14 @@ BEGIN
         PERFORM FROM fare_bucket x WHERE x.flight_id = p_flight AND x.fare_class = ANY (p_classes)
             ORDER BY x.fare_class, x.bucket FOR UPDATE;
     END IF;
-    SELECT array_agg(fb.fare_class ORDER BY fb.fare_class, fb.bucket), array_agg(fb.bucket ORDER BY fb.fare_class, fb.bucket),
-           array_agg(fb.quota ORDER BY fb.fare_class, fb.bucket), array_agg(fb.sold + fb.held ORDER BY fb.fare_class, fb.bucket),
-           array_agg(fb.held ORDER BY fb.fare_class, fb.bucket)
+    -- In class and bucket order: the aggregates take the rows as the
+    -- subquery sorted them (one sort, not one per aggregate).
+    SELECT array_agg(fb.fare_class), array_agg(fb.bucket), array_agg(fb.quota), array_agg(fb.sold + fb.held),
+           array_agg(fb.held)
     INTO b_class, b_n, b_quota, b_used, b_held
-    FROM fare_bucket fb WHERE fb.flight_id = p_flight AND fb.fare_class = ANY (p_classes);
+    FROM (SELECT x.fare_class, x.bucket, x.quota, x.sold, x.held FROM fare_bucket x
+          WHERE x.flight_id = p_flight AND x.fare_class = ANY (p_classes)
+          ORDER BY x.fare_class, x.bucket) AS fb;
 
     FOR i IN 1 .. n LOOP
         ci := array_position(c_class, p_classes[i]);
@@ -274,9 +285,19 @@ BEGIN
             CONTINUE;
         END IF;
 
-        -- The class's room, placed by fare_allocate.
-        SELECT a.o_target, a.o_quota INTO t, v_quota
-        FROM fare_allocate(b_class, b_quota, b_used, p_classes[i], units) AS a;
+        -- The class's room, placed by fare_allocate; a class of one
+        -- bucket (the usual case) places its units in it without the call,
+        -- as fare_allocate would: no share to move.
+        t := array_position(b_class, p_classes[i]);
+        IF t IS NOT NULL AND array_position(b_class, p_classes[i], t + 1) IS NULL THEN
+            IF b_quota[t] - b_used[t] < units THEN
+                t := NULL;
+            END IF;
+            v_quota := b_quota;
+        ELSE
+            SELECT a.o_target, a.o_quota INTO t, v_quota
+            FROM fare_allocate(b_class, b_quota, b_used, p_classes[i], units) AS a;
+        END IF;
         IF t IS NULL THEN
             v_code[i] := 'sold_out';
             v_detail[i] := units::text;
@@ -299,7 +320,21 @@ BEGIN
         pl_units := pl_units || units;
     END LOOP;
 
-    IF cardinality(pl_i) > 0 THEN
+    IF cardinality(pl_i) = 1 THEN
+        -- One booking (the everyday hold): inserted as it is, nothing to
+        -- pair up.
+        i := pl_i[1];
+        ci := pl_ci[1];
+        INSERT INTO booking (kind, status, customer_id, amount, currency, hold_expires_at, starts_at,
+            refund_rule, flight_id, fare_class, seats, quantity, fare_bucket, created_at, updated_at)
+        VALUES ('flight', 'HELD', p_customers[i], c_price[ci] * pl_units[1], c_currency[ci], v_expires,
+            v_departure, c_rule[ci], p_flight, p_classes[i], string_to_array(p_seats[i], ','), pl_units[1],
+            v_bucket[i], p_now, p_now)
+        RETURNING * INTO v_one;
+        v_id[i] := v_one.id;
+        v_row[i] := v_one;
+        v_rows := ARRAY[v_one];
+    ELSIF cardinality(pl_i) > 1 THEN
         -- The bookings, in request order: identity values are drawn in
         -- insertion order, which follows the ORDER BY, so the ids sorted
         -- pair with the requests sorted (checked, not trusted).
@@ -324,7 +359,9 @@ BEGIN
             v_id[pl_i[j]] := v_new[j];
             v_row[pl_i[j]] := v_rows[j];
         END LOOP;
+    END IF;
 
+    IF cardinality(pl_i) > 0 THEN
         -- seat_no = ANY lets the planner fetch just these seats by the
         -- primary key.
         IF v_seated THEN
@@ -356,7 +393,24 @@ BEGIN
             END IF;
         END IF;
 
-        -- Now the buckets, locked as they are: each request's units go to
+        -- Now the buckets. When every request went to one bucket (a lone
+        -- hold, or a batch of a class of one bucket) and no share moved,
+        -- one conditional update locks it and applies the units if they
+        -- still fit it as it is now: what the general step below would do
+        -- then, without reading the buckets again.
+        IF NOT v_moved AND (SELECT count(DISTINCT (p_classes[u.i], v_bucket[u.i])) FROM unnest(pl_i) AS u(i)) = 1 THEN
+            UPDATE fare_bucket fb SET held = fb.held + tot.v_total
+            FROM (SELECT sum(u.units)::integer AS v_total FROM unnest(pl_units) AS u(units)) AS tot
+            WHERE fb.flight_id = p_flight AND fb.fare_class = p_classes[pl_i[1]] AND fb.bucket = v_bucket[pl_i[1]]
+              AND fb.sold + fb.held + tot.v_total <= fb.quota;
+            IF FOUND THEN
+                RETURN QUERY SELECT g.i, v_code[g.i], v_detail[g.i], v_row[g.i]
+                    FROM generate_series(1, n) AS g(i);
+                RETURN;
+            END IF;
+        END IF;
+
+        -- Else the buckets, locked as they are: each request's units go to
         -- the bucket decided above, with share moved into it from the
         -- others (bucket order) when it lacks room; a request the class
         -- has no room for any more sends the caller back (BH001).
