@@ -42,8 +42,11 @@ func TestMain(m *testing.M) {
 // round trips per hold (every statement or pipelined batch berth sent),
 // beside the latency. The modes run side by side:
 //
-//   - berth: the defaults (surge layers on, events relayed and consumed in
-//     serve, every consumer running);
+//   - berth: the defaults (surge layers on, against the test Redis as a
+//     sale would run them, not the embedded substitute, whose Lua runs in
+//     a fresh interpreter per script; the hold limit on but too high to
+//     refuse anyone, so that its Redis round trip counts; events relayed
+//     and consumed in serve, every consumer running);
 //   - protect-off: BERTH_PROTECT=off;
 //   - no-events: BERTH_PROTECT=off, BERTH_EVENTS_IN_SERVE=false;
 //   - plain: the plain per-request transaction (counter, booking,
@@ -278,12 +281,15 @@ func startEveryday(b *testing.B, url string, counter *statementCounter, adjust f
 	b.Helper()
 	cfg := apptest.TestConfig(url)
 	cfg.DBMaxConns = 16
+	var prefix string
+	cfg.RedisURL, prefix = apptest.SharedRedis(b)
+	cfg.HoldLimit = config.Rate{N: 1 << 30, Window: 15 * time.Minute}
 	adjust(&cfg)
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg, app.Options{PoolTracer: counter})
+	a, err := app.New(ctx, cfg, app.Options{PoolTracer: counter, RedisPrefix: prefix})
 	if err != nil {
 		cancel()
 		b.Fatal(err)
