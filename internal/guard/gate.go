@@ -146,15 +146,10 @@ type gatePass struct {
 func (g *Gate) enter(ctx context.Context, flight int64, class string, seats []string, units int) (*gatePass, error) {
 	now := g.clock.Now()
 	keys := g.keys(flight, class, seats)
+	if err := g.refuseInProcess(flight, class, seats, units, keys, now); err != nil {
+		return nil, err
+	}
 	hk := keys[0]
-	if g.localSoldOut(hk, units, now) {
-		g.m.turnedAway.WithLabelValues("sold_out_hint").Inc()
-		return nil, soldOut(flight, class)
-	}
-	if i, ok := g.localTaken(keys[1:], now); ok {
-		g.m.turnedAway.WithLabelValues("seat_gate").Inc()
-		return nil, seatTaken(seats[i])
-	}
 	if !g.r.Usable() {
 		g.m.fallback.WithLabelValues("seat_gate").Inc()
 		return nil, nil
@@ -182,6 +177,26 @@ func (g *Gate) enter(ctx context.Context, flight int64, class string, seats []st
 	}
 	g.m.admitted.WithLabelValues("seat_gate").Inc()
 	return &gatePass{keys: keys[1:], value: value}, nil
+}
+
+// inProcess turns away, without asking Redis, a request that this process
+// already knows the gate would refuse: the class was just found sold out,
+// or one of the seats is held by another request. It returns nil when
+// only Redis can tell.
+func (g *Gate) inProcess(flight int64, class string, seats []string, units int) error {
+	return g.refuseInProcess(flight, class, seats, units, g.keys(flight, class, seats), g.clock.Now())
+}
+
+func (g *Gate) refuseInProcess(flight int64, class string, seats []string, units int, keys []string, now time.Time) error {
+	if g.localSoldOut(keys[0], units, now) {
+		g.m.turnedAway.WithLabelValues("sold_out_hint").Inc()
+		return soldOut(flight, class)
+	}
+	if i, ok := g.localTaken(keys[1:], now); ok {
+		g.m.turnedAway.WithLabelValues("seat_gate").Inc()
+		return seatTaken(seats[i])
+	}
+	return nil
 }
 
 // release frees the keys of p (when the database refused the hold, so that

@@ -190,6 +190,32 @@ func TestHoldLimit(t *testing.T) {
 	s.Customer(2).HoldSeats(t, flightID, "ECONOMY", "10D")
 }
 
+// The seat gate and the hold limit ask Redis at the same time, so a hold
+// the gate turns away has reserved a hold of the window too: it gives it
+// back, and the customer keeps every hold of the window.
+func TestHoldLimitKeepsWhatTheGateTurnedAway(t *testing.T) {
+	t.Parallel()
+	redisURL, prefix := apptest.SharedRedis(t)
+	s := start(t, "", redisURL, prefix, func(c *config.Config) { c.HoldLimit = config.Rate{N: 3, Window: 15 * time.Minute} })
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 12, "ABCDEF")})
+	s.Customer(9).HoldSeats(t, flightID, "ECONOMY", "12F")
+	asked := dbHolds(t, s)
+	for range 3 {
+		if r := apptest.Try(s.Customer(1).TryHoldSeats(t, flightID, "ECONOMY", "12F")); !r.Problem.Is(http.StatusConflict, "seat_unavailable") {
+			t.Fatalf("gated seat: %s, want 409 seat_unavailable", r)
+		}
+		// Past what the process remembers of the key (not of its 15 s):
+		// the next attempt is turned away by Redis again.
+		s.Clock.Advance(time.Second)
+	}
+	if n := dbHolds(t, s) - asked; n != 0 {
+		t.Fatalf("%d gated holds reached the database, want 0", n)
+	}
+	for _, seat := range []string{"10A", "10B", "10C"} {
+		s.Customer(1).HoldSeats(t, flightID, "ECONOMY", seat)
+	}
+}
+
 // The hold limit is exact under concurrency: 20 holds of one customer
 // released at once through two servers sharing Redis, each for a free seat,
 // and exactly the limit's 3 are held; the others get 429 and store nothing.
