@@ -92,33 +92,36 @@ func RentalPrice(daily int64, from, to time.Time) int64 {
 	return daily * int64((to.Sub(from)+day-1)/day)
 }
 
-// maxTurnWait bounds the wait for a car's turn: a car whose holds in this
-// process cannot get a turn within it is overloaded (503), however long the
-// request may run.
+// maxTurnWait bounds the wait for a car's turn: a car that cannot serve
+// its queue within it is overloaded (503), however long the request may run.
 const maxTurnWait = 5 * time.Second
 
 // Hold holds a car in its own transaction. See HoldTx.
 //
-// Queued (Config.Queue), one hold of a car at a time in this process asks
-// the database; a hold that finds one running waits for it to end, holding
-// no connection and no lock, and then reads the calendar without a lock,
-// alongside every other hold that waited: a period that a live booking now
-// blocks is answered fast with fault.CarUnavailable, without a transaction.
-// So when a hundred customers race for one car, the losers neither queue on
-// the winner's row lock holding connections (which a burst would turn into
-// 503s) nor read one after another: they see the winner's committed booking
-// together, with one read each. The read only refuses: a period it finds
-// free is still decided by the exclusion constraint in HoldTx.
+// Queued (Config.Queue), the holds of one car in this process take turns,
+// and each first reads the calendar without a lock: a period that a live
+// booking already blocks is answered fast with fault.CarUnavailable, without
+// a transaction. So when a hundred customers race for one car, the losers
+// do not queue on the winner's row lock holding connections (which a burst
+// would turn into 503s); they wait their turn holding nothing, then see the
+// winner's committed booking with one read. The read only refuses: a period
+// it finds free is still decided by the exclusion constraint in HoldTx.
 func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
 	if err := r.Validate(s.clock.Now()); err != nil {
 		return nil, err
 	}
 	if s.turns != nil {
-		leave, err := s.takeTurn(ctx, r)
+		wctx, cancel := context.WithTimeout(ctx, maxTurnWait)
+		leave, err := s.turns.enter(wctx, r.CarID)
+		cancel()
 		if err != nil {
+			// A deadline (this one or the request's): 503 overloaded.
 			return nil, err
 		}
 		defer leave()
+		if err := calendarTaken(ctx, s.pool, r, s.clock.Now()); err != nil {
+			return nil, err
+		}
 	}
 	var b *booking.Booking
 	var expired []*booking.Booking
@@ -137,47 +140,6 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 		}
 	}
 	return b, err
-}
-
-// takeTurn waits for r's car's turn in this process and returns the
-// function that ends it, or fault.CarUnavailable as soon as the calendar,
-// read without a lock when the turn is taken or a hold ahead ended, shows
-// the period blocked. The calendar is read again on taking the turn only
-// when a hold of the car ended since this one last read it free.
-func (s *Service) takeTurn(ctx context.Context, r HoldRequest) (func(), error) {
-	tn := s.turns.join(r.CarID)
-	wait := time.NewTimer(maxTurnWait)
-	defer wait.Stop()
-	const never = ^uint64(0)
-	readFree := never // how many turns had ended when the calendar was last read free
-	for {
-		ok, ended, done := s.turns.try(tn)
-		if ok {
-			leave := func() { s.turns.release(tn); s.turns.part(r.CarID, tn) }
-			if ended != readFree {
-				if err := calendarTaken(ctx, s.pool, r, s.clock.Now()); err != nil {
-					leave()
-					return nil, err
-				}
-			}
-			return leave, nil
-		}
-		select {
-		case <-done:
-		case <-wait.C:
-			s.turns.part(r.CarID, tn)
-			// Answered 503 overloaded, as a deadline berth set itself.
-			return nil, fmt.Errorf("no turn for car %d within %s: %w", r.CarID, maxTurnWait, context.DeadlineExceeded)
-		case <-ctx.Done():
-			s.turns.part(r.CarID, tn)
-			return nil, ctx.Err() // a deadline: 503 overloaded
-		}
-		readFree = s.turns.endedOf(tn)
-		if err := calendarTaken(ctx, s.pool, r, s.clock.Now()); err != nil {
-			s.turns.part(r.CarID, tn)
-			return nil, err
-		}
-	}
 }
 
 // HoldTx holds car r.CarID for r's period within tx: a HELD booking whose
