@@ -124,13 +124,21 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 		}
 	}
 	var b *booking.Booking
+	var expired []*booking.Booking
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		if b, err = HoldTx(ctx, tx, s.life, r, s.clock.Now(), s.holdTTL); err != nil {
+		if b, expired, err = HoldTx(ctx, tx, s.life, r, s.clock.Now(), s.holdTTL); err != nil {
 			return err
 		}
 		return pg.RecordEffect(ctx, tx, booking.EffectOf(b.ID))
 	})
+	if err == nil {
+		// The stale holds the hold expired gave their period back, as
+		// the sweeper's expiry does: told after the commit, like it.
+		for _, x := range expired {
+			s.life.Released(ctx, x)
+		}
+	}
 	return b, err
 }
 
@@ -150,8 +158,10 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 // which PostgreSQL can only resolve by aborting one of them as a deadlock
 // a second later.
 //
-// Returns fault.ValidationFailed (unknown car) or fault.CarUnavailable.
-func HoldTx(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldRequest, now time.Time, ttl time.Duration) (*booking.Booking, error) {
+// It returns the new booking and the stale holds it expired, whose release
+// the caller tells life.Released once tx has committed. Returns
+// fault.ValidationFailed (unknown car) or fault.CarUnavailable.
+func HoldTx(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldRequest, now time.Time, ttl time.Duration) (*booking.Booking, []*booking.Booking, error) {
 	var (
 		hostID, daily, deposit int64
 		currency               string
@@ -160,13 +170,14 @@ func HoldTx(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldReque
 	err := tx.QueryRow(ctx, `SELECT host_id, daily_price, deposit, currency, turnaround
 		FROM car WHERE id = $1 FOR NO KEY UPDATE`, r.CarID).Scan(&hostID, &daily, &deposit, &currency, &turnaround)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fault.Invalid("carId", "no car %d", r.CarID)
+		return nil, nil, fault.Invalid("carId", "no car %d", r.CarID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("hold car %d: %w", r.CarID, err)
+		return nil, nil, fmt.Errorf("hold car %d: %w", r.CarID, err)
 	}
-	if err := expireStale(ctx, tx, life, r, turnaround, now); err != nil {
-		return nil, err
+	expired, err := expireStale(ctx, tx, life, r, turnaround, now)
+	if err != nil {
+		return nil, nil, err
 	}
 	expires := now.Add(ttl)
 	if expires.After(r.From) {
@@ -174,7 +185,7 @@ func HoldTx(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldReque
 	}
 	rule, err := json.Marshal(policy.CarRental)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	_, offset := r.From.Zone()
 	b, err := booking.Scan(tx.QueryRow(ctx, `INSERT INTO booking (kind, status, customer_id, host_id, amount, currency,
@@ -185,41 +196,46 @@ func HoldTx(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldReque
 		RentalPrice(daily, r.From, r.To), offset, now))
 	switch {
 	case pg.Violates(err, "booking_car_no_overlap"):
-		return nil, &fault.Error{Code: fault.CarUnavailable, Err: err,
+		return nil, nil, &fault.Error{Code: fault.CarUnavailable, Err: err,
 			Detail: fmt.Sprintf("car %d is booked (or blocked by its turnaround) in an overlapping period", r.CarID)}
 	case pg.Violates(err, "booking_car_fkey"):
-		return nil, fault.Invalid("carId", "no car %d", r.CarID)
+		return nil, nil, fault.Invalid("carId", "no car %d", r.CarID)
 	case err != nil:
-		return nil, fmt.Errorf("hold car %d: %w", r.CarID, err)
+		return nil, nil, fmt.Errorf("hold car %d: %w", r.CarID, err)
 	}
 	if err := booking.Record(ctx, tx, b, now); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return b, nil
+	return b, expired, nil
 }
 
 // expireStale expires, in tx, the car's HELD bookings whose hold ran out by
-// now and whose blocked range overlaps what r would block. They are taken
-// in id order, so that two holds clearing the same stale holds lock them in
-// the same order.
-func expireStale(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldRequest, turnaround time.Duration, now time.Time) error {
+// now and whose blocked range overlaps what r would block, and returns
+// them. They are taken in id order, so that two holds clearing the same
+// stale holds lock them in the same order.
+func expireStale(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldRequest, turnaround time.Duration, now time.Time) ([]*booking.Booking, error) {
 	rows, err := tx.Query(ctx, `SELECT id FROM booking
 		WHERE kind = 'car' AND car_id = $1 AND status = 'HELD' AND hold_expires_at <= $2
 		  AND blocked && tstzrange($3::timestamptz, $4::timestamptz + $5::interval, '[)')
 		ORDER BY id`, r.CarID, now, r.From, r.To, turnaround)
 	if err != nil {
-		return fmt.Errorf("find stale holds of car %d: %w", r.CarID, err)
+		return nil, fmt.Errorf("find stale holds of car %d: %w", r.CarID, err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return fmt.Errorf("find stale holds of car %d: %w", r.CarID, err)
+		return nil, fmt.Errorf("find stale holds of car %d: %w", r.CarID, err)
 	}
+	var expired []*booking.Booking
 	for _, id := range ids {
-		if _, err := life.ExpireTx(ctx, tx, id, now); err != nil {
-			return err
+		b, err := life.ExpireTx(ctx, tx, id, now)
+		if err != nil {
+			return nil, err
+		}
+		if b != nil {
+			expired = append(expired, b)
 		}
 	}
-	return nil
+	return expired, nil
 }
 
 // calendarTaken returns fault.CarUnavailable when a live booking of r's car

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,6 +47,25 @@ func TestOneCarHundredCustomersTwoProcesses(t *testing.T) {
 	})
 	got := apptest.Tally(rs)
 	if got["ok"] != 1 || got["409 car_unavailable"] != customers-1 {
+		seen := map[string]bool{}
+		for _, r := range rs {
+			if r.Problem != nil && r.Problem.Code != "car_unavailable" && !seen[r.String()] {
+				seen[r.String()] = true
+				t.Logf("answer: %s", r)
+			}
+		}
+		for _, u := range []string{a.URL, b.URL} {
+			resp, err := http.Get(u + "/metrics")
+			if err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				for _, l := range strings.Split(string(body), "\n") {
+					if strings.Contains(l, "turned_away") && !strings.HasPrefix(l, "#") {
+						t.Logf("%s %s", u, l)
+					}
+				}
+			}
+		}
 		t.Fatalf("answers = %v, want exactly one hold and %d 409 car_unavailable", got, customers-1)
 	}
 	var winner int64
@@ -115,6 +136,19 @@ func TestPeriodsAreHalfOpenAndTurnaroundBlocks(t *testing.T) {
 func TestStaleHoldDoesNotBlockTheCalendar(t *testing.T) {
 	t.Parallel()
 	e := start(t)
+	// Every release is told to the OnReleased hook after its commit; the
+	// stale hold expired by the new hold is one.
+	var releasedMu sync.Mutex
+	var released []int64
+	onReleased := e.s.App.Life.OnReleased
+	e.s.App.Life.OnReleased = func(ctx context.Context, b *booking.Booking) {
+		releasedMu.Lock()
+		released = append(released, b.ID)
+		releasedMu.Unlock()
+		if onReleased != nil {
+			onReleased(ctx, b)
+		}
+	}
 	c := e.listCar("HN", "1h")
 	stale := e.book(1, c.ID, at(10, 8, 0), at(12, 8, 0))
 	elsewhere := e.book(1, c.ID, at(20, 8, 0), at(21, 8, 0))
@@ -135,6 +169,11 @@ func TestStaleHoldDoesNotBlockTheCalendar(t *testing.T) {
 	if got := e.status(fresh); got != "HELD" {
 		t.Errorf("the new booking is %s, want HELD", got)
 	}
+	releasedMu.Lock()
+	if len(released) != 1 || released[0] != stale {
+		t.Errorf("OnReleased was told of bookings %v, want the stale hold %d once", released, stale)
+	}
+	releasedMu.Unlock()
 	var events []string
 	rows, err := e.pool().Query(context.Background(), `SELECT type || ' ' || (payload->>'status') FROM outbox WHERE booking_id = $1 ORDER BY id`, stale)
 	if err != nil {
