@@ -320,9 +320,8 @@ func (r *Relay) pass(ctx context.Context) ([]Message, error) {
 // event row is visited and written once (a lock, then an update, wrote it
 // twice). The statement reads the outbox on a snapshot taken before it
 // locked the streams, so it may see as unpublished an event another relay
-// published and committed meanwhile: the row lock then waits for nothing,
-// re-checks the row as committed (published_at IS NULL no longer holds)
-// and leaves it out. What it does not see committed later, and wakes the
+// published and committed meanwhile: the update then re-checks the row as
+// committed (published_at IS NULL no longer holds) and leaves it out. What it does not see committed later, and wakes the
 // relays itself; a booking's events commit in id order, so a later one is
 // never seen without the earlier.
 //
@@ -374,9 +373,8 @@ const claimSQL = `WITH held AS (
 	ev AS (
 		SELECT o.id FROM outbox o
 		WHERE o.stream IN (SELECT stream FROM held) AND o.published_at IS NULL
-		ORDER BY o.id LIMIT $2
-		FOR UPDATE)
-	UPDATE outbox o SET published_at = $3 FROM ev WHERE o.id = ev.id
+		ORDER BY o.id LIMIT $2)
+	UPDATE outbox o SET published_at = $3 FROM ev WHERE o.id = ev.id AND o.published_at IS NULL
 	RETURNING o.id, o.event_id::text, o.booking_id, o.type, o.payload, o.created_at, (SELECT count(*)::int FROM held)`
 
 // Listen holds a connection LISTENing on Channel and calls notify on every
