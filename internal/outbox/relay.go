@@ -1,11 +1,13 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -82,9 +84,9 @@ type Relay struct {
 	// MaxBackoff caps the wait after a failed pass.
 	MaxBackoff time.Duration
 
-	// AfterPublish, when set, runs between publishing and marking
-	// published; an error from it rolls the pass back as a crash there
-	// would. It is a fault-injection point for tests; production leaves it
+	// AfterPublish, when set, runs between publishing and committing the
+	// published marks; an error from it rolls the pass back as a crash
+	// there would. It is a fault-injection point for tests; production leaves it
 	// nil.
 	AfterPublish func(ctx context.Context, msgs []Message) error
 
@@ -262,7 +264,8 @@ func (r *Relay) pass(ctx context.Context) ([]Message, error) {
 		defer cancel()
 		_ = tx.Rollback(rbCtx)
 	}()
-	msgs, streams, err := claim(passCtx, tx, r.StreamsPerPass, r.BatchSize)
+	now := r.Clock.Now()
+	msgs, streams, err := claim(passCtx, tx, r.StreamsPerPass, r.BatchSize, now)
 	r.full = err == nil && (len(msgs) >= r.BatchSize || streams >= r.StreamsPerPass)
 	if err != nil || len(msgs) == 0 {
 		return nil, err
@@ -283,39 +286,44 @@ func (r *Relay) pass(ctx context.Context) ([]Message, error) {
 			return nil, err
 		}
 	}
-	// Once the events are out, marking them must not fail for want of
-	// time: that would only publish them again.
-	markCtx, cancelMark := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancelMark()
-	ids := make([]int64, len(msgs))
-	for i, m := range msgs {
-		ids[i] = m.Seq
-	}
-	now := r.Clock.Now()
-	if _, err := tx.Exec(markCtx, `UPDATE outbox SET published_at = $2 WHERE id = ANY($1)`, ids, now); err != nil {
-		return nil, fmt.Errorf("mark %d events published: %w", len(ids), err)
-	}
-	if err := tx.Commit(markCtx); err != nil {
-		return nil, fmt.Errorf("mark %d events published: commit: %w", len(ids), err)
+	// Once the events are out, committing their marks must not fail for
+	// want of time: that would only publish them again.
+	commitCtx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancelCommit()
+	if err := tx.Commit(commitCtx); err != nil {
+		return nil, fmt.Errorf("mark %d events published: commit: %w", len(msgs), err)
 	}
 	if committed != nil {
 		committed()
 	}
 	if r.Metrics != nil {
 		r.Metrics.publishTime.Observe(publishTime.Seconds())
+		published := r.Clock.Now()
 		for _, m := range msgs {
-			r.Metrics.delay.Observe(max(now.Sub(m.Time).Seconds(), 0))
+			r.Metrics.delay.Observe(max(published.Sub(m.Time).Seconds(), 0))
 		}
 	}
 	return msgs, nil
 }
 
 // claim locks up to streams streams that have unpublished events, oldest first,
-// skipping streams other relays hold, and returns up to limit of their
-// unpublished events in id order. The events themselves are locked without
-// SKIP LOCKED: the stream lock already makes this relay their only publisher,
-// and skipping a row here could publish a booking's later event before an
-// earlier one.
+// skipping streams other relays hold, and marks up to limit of their
+// unpublished events published at now, returning them in id order. The
+// events themselves are locked without SKIP LOCKED: the stream lock already
+// makes this relay their only publisher, and skipping a row here could
+// publish a booking's later event before an earlier one.
+//
+// Claiming and marking are one statement, the first of the pass's
+// transaction, sent in one round trip with the setting below: the marks
+// commit only with the pass, after the events were published (a pass that
+// fails rolls them back, and the events are published again), and each
+// event row is visited and written once (a lock, then an update, wrote it
+// twice). The statement reads the outbox on a snapshot taken before it
+// locked the streams, so it may see as unpublished an event another relay
+// published and committed meanwhile: the update then re-checks the row as
+// committed (published_at IS NULL no longer holds) and leaves it out. What it does not see committed later, and wakes the
+// relays itself; a booking's events commit in id order, so a later one is
+// never seen without the earlier.
 //
 // The pass's commit does not wait for its WAL flush (synchronous_commit
 // off, set in the claim's round trip): everything the pass writes — the
@@ -324,53 +332,50 @@ func (r *Relay) pass(ctx context.Context) ([]Message, error) {
 // a crash is only published again, which consumers deduplicate
 // (docs/events.md). The changes that wrote the events commit durably, and
 // any durable commit after the pass flushes it too.
-func claim(ctx context.Context, tx pgx.Tx, streams, limit int) ([]Message, int, error) {
+func claim(ctx context.Context, tx pgx.Tx, streams, limit int, now time.Time) (msgs []Message, held int, err error) {
 	b := &pgx.Batch{}
 	b.Queue(`SET LOCAL synchronous_commit = off`)
-	b.Queue(`SELECT s.stream FROM outbox_stream s
-		CROSS JOIN LATERAL (SELECT o.id FROM outbox o WHERE o.stream = s.stream AND o.published_at IS NULL
-		                    ORDER BY o.id LIMIT 1) head
-		ORDER BY head.id LIMIT $1
-		FOR UPDATE OF s SKIP LOCKED`, streams)
-	held, err := func() (held []int16, err error) {
-		br := tx.SendBatch(ctx, b)
-		defer func() {
-			if cerr := br.Close(); err == nil {
-				err = cerr
-			}
-		}()
-		if _, err := br.Exec(); err != nil {
-			return nil, err
+	b.Queue(claimSQL, streams, limit, now)
+	br := tx.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			msgs, held, err = nil, 0, fmt.Errorf("claim outbox events: %w", cerr)
 		}
-		rows, err := br.Query()
-		if err != nil {
-			return nil, err
-		}
-		return pgx.CollectRows(rows, pgx.RowTo[int16])
 	}()
-	if err != nil {
-		return nil, 0, fmt.Errorf("claim outbox streams: %w", err)
+	if _, err := br.Exec(); err != nil {
+		return nil, 0, fmt.Errorf("claim outbox events: %w", err)
 	}
-	if len(held) == 0 {
-		return nil, 0, nil
-	}
-	rows, err := tx.Query(ctx, `SELECT id, event_id::text, booking_id, type, payload, created_at FROM outbox
-		WHERE stream = ANY($1) AND published_at IS NULL
-		ORDER BY id LIMIT $2
-		FOR UPDATE`, held, limit)
+	rows, err := br.Query()
 	if err != nil {
 		return nil, 0, fmt.Errorf("claim outbox events: %w", err)
 	}
-	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) {
+	msgs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) {
 		var m Message
-		err := row.Scan(&m.Seq, &m.EventID, &m.BookingID, &m.Type, &m.Payload, &m.Time)
+		err := row.Scan(&m.Seq, &m.EventID, &m.BookingID, &m.Type, &m.Payload, &m.Time, &held)
 		return m, err
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("claim outbox events: %w", err)
 	}
-	return msgs, len(held), nil
+	slices.SortFunc(msgs, func(a, b Message) int { return cmp.Compare(a.Seq, b.Seq) })
+	return msgs, held, nil
 }
+
+// claimSQL locks up to $1 streams with unpublished events (oldest first,
+// skipping locked ones), marks up to $2 of their unpublished events
+// published at $3 and returns them with the number of streams it locked.
+const claimSQL = `WITH held AS (
+		SELECT s.stream FROM outbox_stream s
+		CROSS JOIN LATERAL (SELECT o.id FROM outbox o WHERE o.stream = s.stream AND o.published_at IS NULL
+		                    ORDER BY o.id LIMIT 1) head
+		ORDER BY head.id LIMIT $1
+		FOR UPDATE OF s SKIP LOCKED),
+	ev AS (
+		SELECT o.id FROM outbox o
+		WHERE o.stream IN (SELECT stream FROM held) AND o.published_at IS NULL
+		ORDER BY o.id LIMIT $2)
+	UPDATE outbox o SET published_at = $3 FROM ev WHERE o.id = ev.id AND o.published_at IS NULL
+	RETURNING o.id, o.event_id::text, o.booking_id, o.type, o.payload, o.created_at, (SELECT count(*)::int FROM held)`
 
 // Listen holds a connection LISTENing on Channel and calls notify on every
 // notification, and once after each (re)connection, since

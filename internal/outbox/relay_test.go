@@ -364,3 +364,95 @@ func TestRunRefusesZeroPollInterval(t *testing.T) {
 	}()
 	(&outbox.Relay{DB: pgtest.NewPool(t), Pub: &recorder{}, Clock: clock.NewFake(epoch)}).Run(ctx)
 }
+
+// tripCounter counts round trips: each statement sent alone and each
+// pipeline (pgx.Batch) sent as a whole.
+type tripCounter struct {
+	mu    sync.Mutex
+	trips []string
+}
+
+func (c *tripCounter) add(what string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.trips = append(c.trips, what)
+}
+
+func (c *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.add(strings.Join(strings.Fields(d.SQL), " "))
+	return ctx
+}
+func (c *tripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *tripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.add("pipeline")
+	return ctx
+}
+func (c *tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+func (c *tripCounter) taken() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.trips...)
+}
+
+// TestPassClaimsAndMarksInOneRoundTrip: a pass is its transaction's begin,
+// one pipeline that claims the batch and marks it published (each event
+// row written once), and the commit after publishing; the marks still
+// commit only with the pass, so a failed publish leaves every event to
+// publish again.
+func TestPassClaimsAndMarksInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewURL(t)
+	counter := &tripCounter{}
+	pool, err := pg.Open(context.Background(), url, pg.PoolConfig{MaxConns: 2, Tracer: counter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	write(t, pool, 5, 2)
+	pub := &recorder{}
+	pub.fail.Store(true)
+	r := &outbox.Relay{DB: pool, Pub: pub, Clock: clock.NewFake(epoch)}
+	if _, err := r.Pass(context.Background()); err == nil {
+		t.Fatal("a pass whose publisher failed reported success")
+	}
+	if n := unpublished(t, pool); n != 10 {
+		t.Fatalf("after a failed publish %d events are unpublished, want all 10", n)
+	}
+	pub.fail.Store(false)
+	before := len(counter.taken())
+	n, err := r.Pass(context.Background())
+	if err != nil || n != 10 {
+		t.Fatalf("pass: %d, %v; want 10 events", n, err)
+	}
+	trips := counter.taken()[before:]
+	if len(trips) != 3 || trips[0] != "begin" || trips[1] != "pipeline" || trips[2] != "commit" {
+		t.Errorf("a pass of 10 events took %d round trips %q; want begin, one pipeline (claim and mark), commit", len(trips), trips)
+	}
+	checkOrder(t, pub.messages(), 5, 2)
+	if n := unpublished(t, pool); n != 0 {
+		t.Fatalf("%d events unpublished after the pass", n)
+	}
+}
+
+// TestUnpublishedEventsAreIndexedOnce: an unpublished event costs one
+// index entry for being unpublished (by stream and id, which the claim
+// reads); the look for any unpublished event and the backlog read the same
+// index.
+func TestUnpublishedEventsAreIndexedOnce(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	rows, err := pool.Query(context.Background(), `SELECT indexname FROM pg_indexes
+		WHERE schemaname = 'public' AND tablename = 'outbox' AND indexdef LIKE '%WHERE (published_at IS NULL)%' ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || names[0] != "outbox_stream_unpublished_idx" {
+		t.Errorf("indexes of unpublished events: %q; want only outbox_stream_unpublished_idx", names)
+	}
+}

@@ -1099,8 +1099,6 @@ CREATE INDEX outbox_booking_idx ON public.outbox USING btree (booking_id, id);
 
 CREATE INDEX outbox_stream_unpublished_idx ON public.outbox USING btree (stream, id) WHERE (published_at IS NULL);
 
-CREATE INDEX outbox_unpublished_idx ON public.outbox USING btree (id) WHERE (published_at IS NULL);
-
 CREATE UNIQUE INDEX payment_confirms_once_idx ON public.payment USING btree (booking_id) WHERE (outcome = 'confirmed'::text);
 
 CREATE INDEX refund_booking_idx ON public.refund USING btree (booking_id);
