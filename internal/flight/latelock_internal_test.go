@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
@@ -89,29 +90,8 @@ func TestHoldLocksTheBucketsLast(t *testing.T) {
 		_, err := svc.Hold(ctx, HoldRequest{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Quantity: 1})
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var waiting, wrote bool
-		if err := pool.QueryRow(ctx, `SELECT count(*) > 0, coalesce(bool_or(EXISTS (SELECT 1 FROM pg_locks l
-				WHERE l.pid = a.pid AND l.granted AND l.relation = 'outbox'::regclass AND l.mode = 'RowExclusiveLock')), false)
-			FROM pg_stat_activity a WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'`).Scan(&waiting, &wrote); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			if !wrote {
-				t.Error("the hold waits for the fare bucket before writing its booking and event")
-			}
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the hold finished without waiting for the fare bucket: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the hold never waited for the fare bucket")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if wrote := awaitLockWait(t, pool, done); !wrote {
+		t.Error("the hold waits for the fare bucket before writing its booking and event")
 	}
 	if err := other.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -149,26 +129,7 @@ func TestHoldWhoseBucketFilledMovesShareIntoIt(t *testing.T) {
 		b, err = svc.Hold(ctx, HoldRequest{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Quantity: 1})
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var waiting bool
-		if err := pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the hold finished without waiting for the fare bucket: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the hold never waited for the fare bucket")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitLockWait(t, pool, done)
 	if err := other.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -189,5 +150,34 @@ func TestHoldWhoseBucketFilledMovesShareIntoIt(t *testing.T) {
 	}
 	if want := []string{"0:3/3", "1:1/0"}; bucket != 0 || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("booking in bucket %d, buckets (quota/held) %v; want bucket 0, %v", bucket, got, want)
+	}
+}
+
+// awaitLockWait waits until a session of the test's database waits for a
+// lock (the hold sent, whose result done carries, waiting for the fare
+// bucket), and reports whether that session had written to the outbox by
+// then. It fails the test if the hold finishes first or never waits.
+func awaitLockWait(t *testing.T, pool *pgxpool.Pool, done <-chan error) (wroteEvent bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) > 0, coalesce(bool_or(EXISTS (SELECT 1 FROM pg_locks l
+				WHERE l.pid = a.pid AND l.granted AND l.relation = 'outbox'::regclass AND l.mode = 'RowExclusiveLock')), false)
+			FROM pg_stat_activity a WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'`).Scan(&waiting, &wroteEvent); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return wroteEvent
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the hold finished without waiting for the fare bucket: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hold never waited for the fare bucket")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -365,37 +365,6 @@ func TestRunRefusesZeroPollInterval(t *testing.T) {
 	(&outbox.Relay{DB: pgtest.NewPool(t), Pub: &recorder{}, Clock: clock.NewFake(epoch)}).Run(ctx)
 }
 
-// tripCounter counts round trips: each statement sent alone and each
-// pipeline (pgx.Batch) sent as a whole.
-type tripCounter struct {
-	mu    sync.Mutex
-	trips []string
-}
-
-func (c *tripCounter) add(what string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.trips = append(c.trips, what)
-}
-
-func (c *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.add(strings.Join(strings.Fields(d.SQL), " "))
-	return ctx
-}
-func (c *tripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *tripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.add("pipeline")
-	return ctx
-}
-func (c *tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
-func (c *tripCounter) taken() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.trips...)
-}
-
 // TestPassClaimsAndMarksInOneRoundTrip: a pass is its transaction's begin,
 // one pipeline that claims the batch and marks it published (each event
 // row written once), and the commit after publishing; the marks still
@@ -404,7 +373,7 @@ func (c *tripCounter) taken() []string {
 func TestPassClaimsAndMarksInOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewURL(t)
-	counter := &tripCounter{}
+	counter := &pgtest.RoundTrips{}
 	pool, err := pg.Open(context.Background(), url, pg.PoolConfig{MaxConns: 2, Tracer: counter})
 	if err != nil {
 		t.Fatal(err)
@@ -421,12 +390,12 @@ func TestPassClaimsAndMarksInOneRoundTrip(t *testing.T) {
 		t.Fatalf("after a failed publish %d events are unpublished, want all 10", n)
 	}
 	pub.fail.Store(false)
-	before := len(counter.taken())
+	before := len(counter.Taken())
 	n, err := r.Pass(context.Background())
 	if err != nil || n != 10 {
 		t.Fatalf("pass: %d, %v; want 10 events", n, err)
 	}
-	trips := counter.taken()[before:]
+	trips := counter.Taken()[before:]
 	if len(trips) != 3 || trips[0] != "begin" || trips[1] != "pipeline" || trips[2] != "commit" {
 		t.Errorf("a pass of 10 events took %d round trips %q; want begin, one pipeline (claim and mark), commit", len(trips), trips)
 	}

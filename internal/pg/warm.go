@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/clock"
 )
 
 // warm opens n of pool's connections before Open returns (pgxpool opens
@@ -111,16 +113,7 @@ func (w *Warmer) Counts() (warm, cold int) {
 // warm-up did only part (as when berth started before the flights it
 // sells existed). While every connection is warm it touches nothing.
 func (w *Warmer) Run(ctx context.Context, pool *pgxpool.Pool, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		w.Pass(ctx, pool)
-	}
+	clock.Every(ctx, every, func() { w.Pass(ctx, pool) })
 }
 
 // Pass warms the idle connections that are not warm yet, once: one
