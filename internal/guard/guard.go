@@ -110,6 +110,8 @@ type Guard struct {
 	Tracer *AcquireTracer
 
 	lanes map[Lane]*lane
+	// rate is the limits' go-redis/redis_rate limiter (nil when off).
+	rate *redis_rate.Limiter
 }
 
 // New returns the layers, on b's clock and logger. rdb may be nil when
@@ -163,6 +165,7 @@ func New(b base.Archetype, cfg Config, rdb *Redis, pool *pgxpool.Pool) *Guard {
 		g.Tracer.ShareHolds(cfg.HoldConns)
 	}
 	rl := redis_rate.NewLimiter(rdb.Cmd)
+	g.rate = rl
 	g.Gate = newGate(rdb, c, cfg.SeatGateTTL, cfg.SoldOutTTL, g.m)
 	g.Holds = newHoldLimiter(rdb, rl, cfg.HoldLimit, g.m)
 	g.Requests = newRequestLimiter(rdb, rl, cfg.RequestLimit, g.m)
@@ -488,5 +491,26 @@ func (g *Guard) Warm(ctx context.Context) error {
 			g.Redis.Fail("script load", err)
 		}
 	}
+	g.warmLimits(ctx)
 	return g.Room.Warm(ctx)
+}
+
+// warmLimits puts the scripts of the hold and request limits in Redis's
+// cache too. They are go-redis/redis_rate's, which does not export them:
+// each is run once for nothing (no event, on a key of its own), which
+// writes nothing and leaves the script cached. Without it every hold of
+// the first burst would be told NOSCRIPT and send the script again, a
+// second round trip in sequence.
+func (g *Guard) warmLimits(ctx context.Context) {
+	if g.rate == nil || !g.Redis.Usable() {
+		return
+	}
+	key, lim := g.Redis.key("warm"), redis_rate.PerSecond(1)
+	if _, err := g.rate.AllowN(ctx, key, lim, 0); err != nil {
+		g.Redis.Fail("script load", err)
+		return
+	}
+	if _, err := g.rate.AllowAtMost(ctx, key, lim, 0); err != nil {
+		g.Redis.Fail("script load", err)
+	}
 }
