@@ -68,26 +68,9 @@ func (l *batchLog) take() [][]string {
 // NOSCRIPT and send it again: a second round trip in sequence).
 func TestLoneHoldSendsTwoScripts(t *testing.T) {
 	t.Parallel()
-	url := os.Getenv("BERTH_TEST_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
-	prefix := fmt.Sprintf("berthtest:%d:", time.Now().UnixNano())
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
-	rdb, err := OpenRedis(ctx, url, RedisOptions{Prefix: prefix, AutoPipeline: true, MinIdle: 1}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for it := rdb.Client.Scan(ctx, 0, "*"+prefix+"*", 1000).Iterator(); it.Next(ctx); {
-			_ = rdb.Client.Del(ctx, it.Val()).Err()
-		}
-		_ = rdb.Close()
-	})
-	if err := rdb.Ping(ctx); err != nil {
-		t.Fatalf("test Redis: %v", err)
-	}
+	rdb := openTestRedis(t, RedisOptions{AutoPipeline: true, MinIdle: 1})
 	g := New(base.Archetype{Log: log, Clock: clock.System{}, Registry: prometheus.NewRegistry()},
 		Config{On: true, HoldLimit: Rate{N: 100, Window: time.Hour}, Lanes: LanesFor(4), ShedWait: 150 * time.Millisecond}, rdb, pgtest.NewPool(t))
 	// Redis as berth may find it, its script cache empty (a restart, or
@@ -101,7 +84,7 @@ func TestLoneHoldSendsTwoScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Warming the limits wrote nothing.
-	if n, err := rdb.Client.Exists(ctx, "rate:"+prefix+"warm").Result(); err != nil || n != 0 {
+	if n, err := rdb.Client.Exists(ctx, "rate:"+rdb.Prefix+"warm").Result(); err != nil || n != 0 {
 		t.Errorf("warming the limits left a key (%d, %v)", n, err)
 	}
 	l := &batchLog{}
@@ -123,4 +106,31 @@ func TestLoneHoldSendsTwoScripts(t *testing.T) {
 			t.Errorf("hold %d sent %v to Redis, want two scripts (the seat gate, the hold limit)", i, sent)
 		}
 	}
+}
+
+// openTestRedis opens the test Redis (BERTH_TEST_REDIS_URL, else the local
+// one) with o and a key prefix of its own, and deletes every key under that
+// prefix when tb ends.
+func openTestRedis(tb testing.TB, o RedisOptions) *Redis {
+	tb.Helper()
+	url := os.Getenv("BERTH_TEST_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	o.Prefix = fmt.Sprintf("berthtest:%d:", time.Now().UnixNano())
+	ctx := context.Background()
+	rdb, err := OpenRedis(ctx, url, o, slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		for it := rdb.Client.Scan(ctx, 0, "*"+o.Prefix+"*", 1000).Iterator(); it.Next(ctx); {
+			_ = rdb.Client.Del(ctx, it.Val()).Err()
+		}
+		_ = rdb.Close()
+	})
+	if err := rdb.Ping(ctx); err != nil {
+		tb.Fatalf("test Redis: %v", err)
+	}
+	return rdb
 }

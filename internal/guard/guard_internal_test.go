@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -192,24 +191,9 @@ func TestLimitListener(t *testing.T) {
 // A hold of another kind (a car) passes only the hold limit and the lane.
 func TestHoldOtherKind(t *testing.T) {
 	t.Parallel()
-	url := os.Getenv("BERTH_TEST_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
-	prefix := fmt.Sprintf("berthtest:%d:", time.Now().UnixNano())
 	log := slog.New(slog.DiscardHandler)
-	rdb, err := OpenRedis(context.Background(), url, RedisOptions{Prefix: prefix}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	t.Cleanup(func() {
-		_ = rdb.Client.Del(ctx, "rate:"+prefix+"hold:5").Err()
-		_ = rdb.Close()
-	})
-	if err := rdb.Ping(ctx); err != nil {
-		t.Fatalf("test Redis: %v", err)
-	}
+	rdb := openTestRedis(t, RedisOptions{})
 	g := New(base.Archetype{Log: log, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)), Registry: prometheus.NewRegistry()},
 		Config{On: true, HoldLimit: Rate{N: 2, Window: time.Hour}, Lanes: LanesFor(4), ShedWait: 150 * time.Millisecond}, rdb, nil)
 	taken := fault.New(fault.CarUnavailable, "taken")
@@ -237,24 +221,9 @@ func TestHoldOtherKind(t *testing.T) {
 // passes, and only a real hold keeps them.
 func TestHoldGivesBackWhenTheHoldFailsOrPanics(t *testing.T) {
 	t.Parallel()
-	url := os.Getenv("BERTH_TEST_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
-	prefix := fmt.Sprintf("berthtest:%d:", time.Now().UnixNano())
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
-	rdb, err := OpenRedis(ctx, url, RedisOptions{Prefix: prefix}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = rdb.Client.Del(ctx, "rate:"+prefix+"hold:7").Err()
-		_ = rdb.Close()
-	})
-	if err := rdb.Ping(ctx); err != nil {
-		t.Fatalf("test Redis: %v", err)
-	}
+	rdb := openTestRedis(t, RedisOptions{})
 	g := New(base.Archetype{Log: log, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)), Registry: prometheus.NewRegistry()},
 		Config{On: true, HoldLimit: Rate{N: 1, Window: time.Hour}, Lanes: map[Lane]int{LaneHold: 1}, ShedWait: 150 * time.Millisecond}, rdb, pgtest.NewPool(t))
 	seat := func(customer int64, s string) Intent {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -30,26 +29,9 @@ func BenchmarkLoneHold(b *testing.B) {
 }
 
 func benchLoneHold(b *testing.B, limit Rate) {
-	url := os.Getenv("BERTH_TEST_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
-	prefix := fmt.Sprintf("berthbench:%d:", time.Now().UnixNano())
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
-	rdb, err := OpenRedis(ctx, url, RedisOptions{Prefix: prefix, AutoPipeline: true}, log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		for it := rdb.Client.Scan(ctx, 0, "*"+prefix+"*", 1000).Iterator(); it.Next(ctx); {
-			_ = rdb.Client.Del(ctx, it.Val()).Err()
-		}
-		_ = rdb.Close()
-	})
-	if err := rdb.Ping(ctx); err != nil {
-		b.Fatalf("test Redis: %v", err)
-	}
+	rdb := openTestRedis(b, RedisOptions{AutoPipeline: true})
 	g := New(base.Archetype{Log: log, Clock: clock.System{}, Registry: prometheus.NewRegistry()},
 		Config{On: true, HoldLimit: limit, Lanes: LanesFor(16),
 			ShedWait: 150 * time.Millisecond, HoldTTL: 10 * time.Minute}, rdb, nil)
