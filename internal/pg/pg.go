@@ -54,6 +54,9 @@ func Open(ctx context.Context, url string, pc PoolConfig) (*pgxpool.Pool, error)
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
 	warm(pingCtx, pool, int(pool.Config().MinConns))
+	if pc.Warm != nil {
+		pc.Warm.serving.Store(true)
+	}
 	return pool, nil
 }
 

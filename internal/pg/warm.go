@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,13 +53,24 @@ const warmTimeout = 5 * time.Second
 // the first hold on a backend against 3–5 ms for the next; in a sale's
 // first second every connection pays it at once. The Warmer pays it when
 // the connection is made, before the pool hands it out (pgxpool's
-// AfterConnect), and again, in the background (Run), on the idle
-// connections whose warm-up could do only part.
+// AfterConnect) while Open fills the pool, and in the background (Run)
+// on every connection made later, and on those whose warm-up could do only
+// part.
+//
+// Once the pool serves, a new connection is handed out cold and warmed
+// later, when idle, never in AfterConnect: warm-ups run one at a time, so
+// a pool that must remake its connections at once (a restarted database, a
+// pooler closing them) would have each acquire wait for every warm-up
+// queued before its own (a second and more on a loaded machine), past the
+// shed budget and the clients' patience. A cold connection only makes its
+// first hold slower.
 type Warmer struct {
 	fn WarmFunc
 	// one warm-up at a time: they would queue on the same rows (the one
 	// seat and fare they hold, each for a moment) and give up.
 	one sync.Mutex
+	// serving: Open has returned; AfterConnect no longer warms.
+	serving atomic.Bool
 
 	mu   sync.Mutex
 	cold map[*pgx.Conn]struct{} // connections whose warm-up did only part
@@ -70,9 +82,16 @@ func NewWarmer(fn WarmFunc) *Warmer {
 	return &Warmer{fn: fn, cold: map[*pgx.Conn]struct{}{}, warm: map[*pgx.Conn]struct{}{}}
 }
 
-// afterConnect warms a new connection. It never refuses one: a warm-up is
-// an optimisation, and a connection it could not warm still serves.
+// afterConnect warms a new connection while Open fills the pool, and
+// leaves it to Run's next pass after that. It never refuses one: a warm-up
+// is an optimisation, and a connection it could not warm still serves.
 func (w *Warmer) afterConnect(ctx context.Context, c *pgx.Conn) error {
+	if w.serving.Load() {
+		w.mu.Lock()
+		w.cold[c] = struct{}{}
+		w.mu.Unlock()
+		return nil
+	}
 	w.try(ctx, c)
 	return nil
 }
@@ -116,34 +135,40 @@ func (w *Warmer) Run(ctx context.Context, pool *pgxpool.Pool, every time.Duratio
 	clock.Every(ctx, every, func() { w.Pass(ctx, pool) })
 }
 
-// Pass warms the idle connections that are not warm yet, once: one
-// first, and the others only if that one could be warmed, so a database
-// with nothing to warm on costs one short transaction a pass.
+// Pass warms the idle connections that are not warm yet, one at a time,
+// each taken from the pool only for its own warm-up; it stops at the
+// first that could not be warmed, so a database with nothing to warm on
+// costs one short transaction a pass.
 func (w *Warmer) Pass(ctx context.Context, pool *pgxpool.Pool) {
-	if _, cold := w.Counts(); cold == 0 {
-		return
-	}
-	var todo []*pgxpool.Conn
-	for _, pc := range pool.AcquireAllIdle(ctx) {
-		w.mu.Lock()
-		_, isCold := w.cold[pc.Conn()]
-		w.mu.Unlock()
-		if isCold {
-			todo = append(todo, pc)
-		} else {
+	for range pool.Config().MaxConns {
+		if _, cold := w.Counts(); cold == 0 {
+			return
+		}
+		var pick *pgxpool.Conn
+		for _, pc := range pool.AcquireAllIdle(ctx) {
+			if pick == nil && w.isCold(pc.Conn()) {
+				pick = pc
+				continue
+			}
 			pc.Release()
 		}
-	}
-	if len(todo) == 0 {
-		return
-	}
-	first := todo[0].Conn()
-	for i, pc := range todo {
-		if i == 0 || w.isWarm(first) {
-			w.try(ctx, pc.Conn())
+		if pick == nil {
+			return
 		}
-		pc.Release()
+		w.try(ctx, pick.Conn())
+		warmed := w.isWarm(pick.Conn())
+		pick.Release()
+		if !warmed {
+			return
+		}
 	}
+}
+
+func (w *Warmer) isCold(c *pgx.Conn) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.cold[c]
+	return ok
 }
 
 func (w *Warmer) isWarm(c *pgx.Conn) bool {
