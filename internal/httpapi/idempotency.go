@@ -64,19 +64,27 @@ func (s *Server) idempotent(mode Idempotency, h handlerFunc) handlerFunc {
 			return nil
 		}
 		// This request owns the key. It runs to the end even if the client
-		// goes away, so that the retry finds its answer, within its lease.
+		// goes away, so that the retry finds its answer, within its lease
+		// and within the request's own deadline (its lane's "in all"
+		// bound), which a client leaving does not lift.
 		// Its transactions record what they made under the key
 		// (pg.RecordEffect), so that a key whose effect committed is never
 		// run again, even if its answer below is lost.
+		by, _ := r.Context().Deadline()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), idempotency.WorkTime)
 		defer cancel()
+		if !by.IsZero() {
+			var cancelBy context.CancelFunc
+			ctx, cancelBy = context.WithDeadline(ctx, by)
+			defer cancelBy()
+		}
 		ctx = pg.WithKeyClaim(ctx, pg.KeyClaim{CallerID: q.Caller, Key: q.Key, Lease: lease})
 		r = r.WithContext(ctx)
 		buf := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
 		done := false
 		defer func() {
 			if !done { // h panicked: free the key for a retry
-				s.Keys.Settle(q, lease, nil)
+				s.Keys.Settle(q, lease, nil, by)
 			}
 		}()
 		if err := h(buf, r, c); err != nil {
@@ -85,9 +93,9 @@ func (s *Server) idempotent(mode Idempotency, h handlerFunc) handlerFunc {
 		done = true
 		answer := buf.answer()
 		if !finalStatus(answer.Status) {
-			s.Keys.Settle(q, lease, nil)
+			s.Keys.Settle(q, lease, nil, by)
 		} else {
-			s.Keys.Settle(q, lease, &answer)
+			s.Keys.Settle(q, lease, &answer, by)
 		}
 		writeAnswer(w, &answer, false)
 		return nil

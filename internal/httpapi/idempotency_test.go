@@ -218,7 +218,7 @@ func TestKeyLeaseAndExpiry(t *testing.T) {
 		t.Errorf("the same request after the lease: %d, want 201", resp.StatusCode)
 	}
 	// The late owner's answer must not overwrite the new owner's.
-	b.keys.Settle(q, lease, &idempotency.Answer{Status: 500})
+	b.keys.Settle(q, lease, &idempotency.Answer{Status: 500}, time.Time{})
 	if resp, body := b.post(t, 1, "crashed", `{}`); resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("replay after a stale owner settled: %d %s", resp.StatusCode, body)
 	}
@@ -254,5 +254,40 @@ func TestKeyFormat(t *testing.T) {
 	}
 	if n := b.runs.Load(); n != 1 {
 		t.Errorf("handler ran %d times, want only for the valid key", n)
+	}
+}
+
+// The request that owns a key keeps running if its client goes away, but
+// never past the request's own deadline (the lane's bound in all, set by
+// the guard before the key is claimed): a hold stuck on a stalled database
+// is cut there and answered 503, as one without a key would be.
+func TestKeyedRequestKeepsItsDeadline(t *testing.T) {
+	t.Parallel()
+	b := setupKeys(t)
+	var seen atomic.Value
+	h := b.srv.idempotent(KeyOptional, func(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
+		d, _ := r.Context().Deadline()
+		seen.Store(d)
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+	by := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
+	ctx, cancel := context.WithDeadline(context.Background(), by)
+	defer cancel()
+	for _, key := range []string{"", "keyed-1"} {
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/t", strings.NewReader("{}"))
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		rec := httptest.NewRecorder()
+		if err := h(rec, req, auth.Caller{ID: 9, Role: auth.Customer}); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Code != http.StatusNoContent {
+			t.Fatalf("key %q: status %d", key, rec.Code)
+		}
+		if d, _ := seen.Load().(time.Time); !d.Equal(by) {
+			t.Errorf("key %q: the handler's deadline is %v, want the request's %v", key, d, by)
+		}
 	}
 }

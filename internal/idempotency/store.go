@@ -193,13 +193,16 @@ const (
 // released but its lease ended, so that the retry is answered from the
 // effect. It acts only while this request still holds the lease.
 //
-// It runs on a context of its own, free of the request's deadlines and of
-// the connection-wait budget of load shedding. When its first attempt
-// fails (the database is busy or away) the client is answered anyway and
-// the key settled in the background, for a while: a key left leased would
-// answer 409 until its lease ends. If that fails too, the effect recorded
-// with the key keeps a retry from running the request again.
-func (s *Store) Settle(q Request, lease string, a *Answer) {
+// It runs on a context of its own, free of the connection-wait budget of
+// load shedding. Its first attempt, made before the client is answered,
+// ends within settleFirst and by the request's deadline (by; zero: none),
+// so that a request is answered within its lane's bound in all. When that
+// attempt fails (the database is busy or away, or the request's time is
+// up) the client is answered anyway and the key settled in the
+// background, for a while: a key left leased would answer 409 until its
+// lease ends. If that fails too, the effect recorded with the key keeps a
+// retry from running the request again.
+func (s *Store) Settle(q Request, lease string, a *Answer, by time.Time) {
 	var headers []byte
 	if a != nil {
 		var err error
@@ -208,7 +211,11 @@ func (s *Store) Settle(q Request, lease string, a *Answer) {
 			return
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), settleFirst)
+	first := time.Now().Add(settleFirst)
+	if !by.IsZero() && by.Before(first) {
+		first = by
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), first)
 	err := s.settleOnce(ctx, q, lease, a, headers)
 	cancel()
 	if err == nil {
