@@ -974,7 +974,7 @@ ALTER TABLE ONLY public.audit_run
     ADD CONSTRAINT audit_run_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.booking
-    ADD CONSTRAINT booking_car_no_overlap EXCLUDE USING gist (car_id WITH =, blocked WITH &&) WHERE (((kind = 'car'::text) AND (status = ANY (ARRAY['HELD'::text, 'CONFIRMED'::text, 'ON_TRIP'::text]))));
+    ADD CONSTRAINT booking_car_no_overlap EXCLUDE USING gist (car_id WITH =, blocked WITH &&) INCLUDE (status, hold_expires_at) WHERE (((kind = 'car'::text) AND (status = ANY (ARRAY['HELD'::text, 'CONFIRMED'::text, 'ON_TRIP'::text]))));
 
 ALTER TABLE ONLY public.booking
     ADD CONSTRAINT booking_pkey PRIMARY KEY (id);
@@ -1083,7 +1083,7 @@ CREATE INDEX booking_hold_expiry_idx ON public.booking USING btree (hold_expires
 
 CREATE INDEX booking_host_idx ON public.booking USING btree (host_id, id DESC) WHERE (host_id IS NOT NULL);
 
-CREATE INDEX car_city_idx ON public.car USING btree (city, id);
+CREATE INDEX car_search_idx ON public.car USING btree (city, id) INCLUDE (host_id, plate, model, daily_price, deposit, currency, turnaround, created_at);
 
 CREATE INDEX consumer_event_processed_idx ON public.consumer_event USING btree (processed_at);
 
