@@ -142,10 +142,15 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 		pc.Tracer = multitracer.New(tracers...)
 	}
 	// Every connection of the primary pool runs the hold path once, rolled
-	// back, before it serves (pg.Warmer): a backend's first hold costs 20×
-	// its next. Not the replica's: it cannot write.
+	// back, and a car search before it serves (pg.Warmer): a backend's
+	// first hold costs 20× its next, its first search several times. Not
+	// the replica's: it cannot write.
 	primary := pc
-	primary.Warm = pg.NewWarmer(func(ctx context.Context, c *pgx.Conn) bool { return flight.Warm(ctx, c, o.Clock.Now()) })
+	primary.Warm = pg.NewWarmer(func(ctx context.Context, c *pgx.Conn) bool {
+		held := flight.Warm(ctx, c, o.Clock.Now())
+		searched := rental.Warm(ctx, c, o.Clock.Now())
+		return held && searched
+	})
 	pool, err := pg.Open(ctx, cfg.DatabaseURL, primary)
 	if err != nil {
 		return nil, err

@@ -65,8 +65,8 @@ func cachedScripts(info string) string {
 	return "number_of_cached_scripts missing"
 }
 
-// Every connection of berth's pool has run the hold path once before it
-// serves a request, and nothing of it stayed: made when berth starts on a
+// Every connection of berth's pool has run the hold path and a car search
+// once before it serves a request, and nothing of it stayed: made when berth starts on a
 // database that has flights, at once (app.New returns with them warm);
 // made before there was any flight to hold on, by the Warmer's pass once
 // there is one.
@@ -117,8 +117,9 @@ func TestConnectionsHaveRunTheHoldBeforeServing(t *testing.T) {
 }
 
 // checkWarm asserts that a's pool holds at least n idle connections, each
-// of which has run the hold's statement (pgx prepares it on a connection
-// the first time it runs there), and that the Warmer counts none cold.
+// of which has run the hold's statement and the car search's (pgx prepares
+// a statement on a connection the first time it runs there), and that the
+// Warmer counts none cold.
 func checkWarm(t *testing.T, when string, a *app.App, n int) {
 	t.Helper()
 	ctx := context.Background()
@@ -139,6 +140,14 @@ func checkWarm(t *testing.T, when string, a *app.App, n int) {
 		}
 		if holds == 0 {
 			t.Errorf("%s: connection %d of %d has never run the hold", when, i+1, len(conns))
+		}
+		var searches int
+		if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%FROM car c%NOT EXISTS%'
+			AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&searches); err != nil {
+			t.Fatal(err)
+		}
+		if searches == 0 {
+			t.Errorf("%s: connection %d of %d has never run the car search", when, i+1, len(conns))
 		}
 	}
 	if warm, cold := a.Warmer.Counts(); cold != 0 || warm < n {
