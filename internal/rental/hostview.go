@@ -15,6 +15,8 @@ type City struct {
 	Code     string `json:"code"`
 	Name     string `json:"name"`
 	TimeZone string `json:"timeZone"`
+
+	loc *time.Location // TimeZone loaded; UTC when it is not one
 }
 
 // Cities returns the cities berth knows, by code (cached: operators rarely
@@ -25,9 +27,21 @@ func (s *Service) Cities(ctx context.Context) ([]City, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list cities: %w", err)
 		}
-		out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[City])
+		out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (City, error) {
+			var c City
+			err := r.Scan(&c.Code, &c.Name, &c.TimeZone)
+			return c, err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("list cities: %w", err)
+		}
+		// Loaded once here: every car of a search page asks for its
+		// city's zone, and time.LoadLocation reads and parses the zone
+		// file on each call.
+		for i := range out {
+			if out[i].loc, err = time.LoadLocation(out[i].TimeZone); err != nil {
+				out[i].loc = time.UTC
+			}
 		}
 		return out, nil
 	})
@@ -43,9 +57,7 @@ func (s *Service) Zone(ctx context.Context, city string) *time.Location {
 	}
 	for _, c := range cities {
 		if c.Code == city {
-			if loc, err := time.LoadLocation(c.TimeZone); err == nil {
-				return loc
-			}
+			return c.loc
 		}
 	}
 	return time.UTC

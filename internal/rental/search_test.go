@@ -272,3 +272,23 @@ func TestListAndGetCars(t *testing.T) {
 		}
 	}
 }
+
+// A search page asks for its city's zone once per car: Zone answers from
+// the cities it loaded, one *time.Location per city, not a zone file read
+// per call; a city berth does not list is UTC.
+func TestZoneIsLoadedOncePerCity(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	svc := newService(e.pool(), time.Minute)
+	ctx := t.Context()
+	hn := svc.Zone(ctx, "HN")
+	if hn.String() != "Asia/Ho_Chi_Minh" {
+		t.Fatalf("HN's zone is %s, want Asia/Ho_Chi_Minh", hn)
+	}
+	if again := svc.Zone(ctx, "HN"); again != hn {
+		t.Fatalf("HN's zone was loaded again (%p, then %p)", hn, again)
+	}
+	if z := svc.Zone(ctx, "ZZ"); z != time.UTC {
+		t.Fatalf("an unlisted city's zone is %s, want UTC", z)
+	}
+}
