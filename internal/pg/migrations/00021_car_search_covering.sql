@@ -15,6 +15,10 @@
 -- keys, and the exclusion constraint is rebuilt, with the same keys,
 -- predicate and name, including status and hold_expires_at. Its keys and
 -- predicate decide what it refuses; INCLUDE columns only ride along.
+-- Rebuilding it locks booking while it builds (an exclusion constraint
+-- cannot be attached to an index built concurrently): 2.5 s for 45,000 live
+-- bookings among 200,000 on a loaded two-core machine; migrate outside a
+-- sale.
 
 -- +goose Up
 CREATE INDEX car_search_idx ON car (city, id)
