@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,8 +15,8 @@ import (
 
 // coalescer turns concurrent holds on the same flight into one statement
 // per batch, like a group commit: the first hold of a flight starts a
-// flush at once, holds that arrive while it runs wait and go together in
-// the next, up to maxBatch. One round trip and one commit then serve many
+// flush at once (on its own goroutine, see lead), holds that arrive while
+// it runs wait and go together in the next, up to maxBatch. One round trip and one commit then serve many
 // holds, and the hot rows are locked once per batch instead of once per
 // hold. Up to flushes batches of a flight run at once: one is sent while
 // another's commit is written. Each hold is still all or nothing, and
@@ -36,6 +37,9 @@ type coalescer struct {
 	sizes     prometheus.Histogram
 	fallback  prometheus.Counter
 	shed      prometheus.Counter
+
+	// spawned counts the flushing goroutines started.
+	spawned atomic.Int64
 
 	mu     sync.Mutex
 	queues map[int64]*flightQueue
@@ -79,13 +83,20 @@ func newCoalescer(svc *Service, maxBatch, flushes int, linger, queueWait time.Du
 }
 
 func (c *coalescer) hold(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
-	cl := &call{ctx: ctx, req: r, done: make(chan struct{})}
 	c.mu.Lock()
 	q, ok := c.queues[r.FlightID]
 	if !ok {
 		q = &flightQueue{}
 		c.queues[r.FlightID] = q
+		if c.linger == 0 {
+			// Nothing of this flight is pending or under way: the hold
+			// is a batch of one, flushed at once on its own goroutine.
+			q.running = 1
+			c.mu.Unlock()
+			return c.lead(ctx, r, q)
+		}
 	}
+	cl := &call{ctx: ctx, req: r, done: make(chan struct{})}
 	q.waiting = append(q.waiting, cl)
 	start := q.running < c.flushes
 	if start {
@@ -93,7 +104,7 @@ func (c *coalescer) hold(ctx context.Context, r HoldRequest) (*booking.Booking, 
 	}
 	c.mu.Unlock()
 	if start {
-		go c.run(r.FlightID, q)
+		c.spawn(r.FlightID, q)
 	}
 	var queued <-chan time.Time
 	if c.queueWait > 0 {
@@ -120,6 +131,32 @@ func (c *coalescer) hold(ctx context.Context, r HoldRequest) (*booking.Booking, 
 			// Its batch has started: wait for it.
 		}
 	}
+}
+
+// lead flushes the hold that found its flight idle as a batch of one, on
+// the caller's goroutine and with its context, as a hold without
+// coalescing would: no hand-off to another goroutine and back. Holds that
+// arrive meanwhile queue and start their own flushes as usual (q.running
+// counts this one); if some still wait when it is done, its place goes to
+// a flushing goroutine, else the flight's queue goes.
+func (c *coalescer) lead(ctx context.Context, r HoldRequest, q *flightQueue) (*booking.Booking, error) {
+	c.sizes.Observe(1)
+	b, err := c.svc.holdAlone(ctx, r)
+	c.mu.Lock()
+	if len(q.waiting) > 0 {
+		c.spawn(r.FlightID, q)
+	} else if q.running--; q.running == 0 {
+		delete(c.queues, r.FlightID)
+	}
+	c.mu.Unlock()
+	return b, err
+}
+
+// spawn starts a goroutine that flushes q, for a place in q.running
+// already counted.
+func (c *coalescer) spawn(flightID int64, q *flightQueue) {
+	c.spawned.Add(1)
+	go c.run(flightID, q)
 }
 
 // unqueue takes cl out of its flight's queue if no batch has taken it yet.

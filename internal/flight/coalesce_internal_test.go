@@ -1,0 +1,145 @@
+package flight
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/pg/pgtest"
+)
+
+// A hold on a flight nothing else is holding is flushed on its caller's
+// goroutine: one customer on a quiet day pays no hand-off to a flushing
+// goroutine and back.
+func TestLoneHoldIsNotHandedOff(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute, Coalesce: true})
+	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 9, Seats: []string{"1A", "1B", "1C"}})
+	ctx := context.Background()
+	for i, seat := range []string{"1A", "1B", "1C"} {
+		if _, err := svc.Hold(ctx, HoldRequest{CustomerID: int64(i + 1), FlightID: id, FareClass: "ECONOMY", Seats: []string{seat}}); err != nil {
+			t.Fatalf("hold %s: %v", seat, err)
+		}
+	}
+	if _, err := svc.Hold(ctx, HoldRequest{CustomerID: 9, FlightID: id, FareClass: "ECONOMY", Seats: []string{"1A"}}); err == nil {
+		t.Fatal("a held seat was held again")
+	}
+	if n := svc.coalescer.spawned.Load(); n != 0 {
+		t.Errorf("%d flushing goroutines started for holds one at a time, want none", n)
+	}
+	if n := queuedFlights(svc.coalescer); n != 0 {
+		t.Errorf("%d flight queues left, want none", n)
+	}
+}
+
+// Holds that arrive while a lone hold is flushed on its caller's goroutine
+// queue behind it and go together in the next batch, flushed by a goroutine
+// that takes the lone hold's place: here the lone hold waits for the
+// counter row another transaction holds, and with one flush at a time the
+// three holds behind it make one batch.
+func TestHoldsBehindALoneHoldGoTogether(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
+	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 9})
+	reg := prometheus.NewRegistry()
+	c := newCoalescer(svc, 64, 1, 0, 0, reg)
+	ctx := context.Background()
+	other, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback(ctx) }()
+	if _, err := other.Exec(ctx, `UPDATE fare_bucket SET held = held + 1 WHERE flight_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		b   *booking.Booking
+		err error
+	}
+	answers := make(chan answer, 4)
+	hold := func(customer int64) {
+		b, err := c.hold(ctx, HoldRequest{CustomerID: customer, FlightID: id, FareClass: "ECONOMY", Quantity: 1})
+		answers <- answer{b, err}
+	}
+	go hold(1)
+	waitFor(t, "the lone hold to wait for the counter row", func() bool {
+		var waiting int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting > 0
+	})
+	for customer := int64(2); customer <= 4; customer++ {
+		go hold(customer)
+	}
+	waitFor(t, "three holds to queue", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queues[id].waiting) == 3
+	})
+	if n := c.spawned.Load(); n != 0 {
+		t.Errorf("%d flushing goroutines started while the lone hold runs with one flush at a time, want none", n)
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		select {
+		case a := <-answers:
+			if a.err != nil || a.b == nil {
+				t.Errorf("hold: booking %v err %v", a.b, a.err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a hold got no answer")
+		}
+	}
+	if n := c.spawned.Load(); n != 1 {
+		t.Errorf("%d flushing goroutines started, want 1 (for the three that queued)", n)
+	}
+	var held int
+	if err := pool.QueryRow(ctx, `SELECT sum(held) FROM fare_bucket WHERE flight_id = $1`, id).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held != 5 {
+		t.Errorf("held %d, want 5 (1 by the other transaction, 4 holds)", held)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "berth_hold_batch_size" {
+			h := f.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() != 2 || h.GetSampleSum() != 4 {
+				t.Errorf("%d batches of %v holds in all, want 2 (the lone hold, then the three together)", h.GetSampleCount(), h.GetSampleSum())
+			}
+		}
+	}
+	waitFor(t, "the flight's queue to go", func() bool { return queuedFlights(c) == 0 })
+}
+
+// queuedFlights is how many flights have a queue.
+func queuedFlights(c *coalescer) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queues)
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
