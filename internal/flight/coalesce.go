@@ -138,18 +138,20 @@ func (c *coalescer) hold(ctx context.Context, r HoldRequest) (*booking.Booking, 
 // coalescing would: no hand-off to another goroutine and back. Holds that
 // arrive meanwhile queue and start their own flushes as usual (q.running
 // counts this one); if some still wait when it is done, its place goes to
-// a flushing goroutine, else the flight's queue goes.
+// a flushing goroutine, else the flight's queue goes (even if the hold
+// panicked).
 func (c *coalescer) lead(ctx context.Context, r HoldRequest, q *flightQueue) (*booking.Booking, error) {
+	defer func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(q.waiting) > 0 {
+			c.spawn(r.FlightID, q)
+		} else if q.running--; q.running == 0 {
+			delete(c.queues, r.FlightID)
+		}
+	}()
 	c.sizes.Observe(1)
-	b, err := c.svc.holdAlone(ctx, r)
-	c.mu.Lock()
-	if len(q.waiting) > 0 {
-		c.spawn(r.FlightID, q)
-	} else if q.running--; q.running == 0 {
-		delete(c.queues, r.FlightID)
-	}
-	c.mu.Unlock()
-	return b, err
+	return c.svc.holdAlone(ctx, r)
 }
 
 // spawn starts a goroutine that flushes q, for a place in q.running

@@ -143,3 +143,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A lone hold that panics (here: a service without a pool) leaves no
+// flushing place taken behind it: the flight's queue goes with it.
+func TestPanickedLoneHoldLeavesNoQueue(t *testing.T) {
+	t.Parallel()
+	svc := NewService(nil, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute, Coalesce: true})
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("a hold without a pool did not panic")
+			}
+		}()
+		_, _ = svc.Hold(context.Background(), HoldRequest{CustomerID: 1, FlightID: 1, FareClass: "ECONOMY", Quantity: 1})
+	}()
+	if n := queuedFlights(svc.coalescer); n != 0 {
+		t.Errorf("%d flight queues left after the panic, want none", n)
+	}
+}
