@@ -192,13 +192,15 @@ func WithAcquireBudget(ctx context.Context, d time.Duration) context.Context {
 // WithAcquireBudget, and counts the ones that ran out of time. Set it as
 // the pool's tracer (pg.PoolConfig.Tracer). It traces nothing else.
 //
-// The budget d is measured against the pool's progress: an acquire gives up
-// once the pool has handed out no connection for d (the database is stalled
-// or saturated: every connection is busy and none comes back), and in any
-// case after maxBudgets × d. A pool that is busy but moving (connections
-// come back every few milliseconds, as when a hundred customers race for one
-// car) keeps its waiters, who are served in order, instead of answering a
-// plain race 503.
+// The budget d is measured against progress: an acquire gives up once the
+// pool has handed out no connection for d (the database is stalled or
+// saturated: every connection is busy and none comes back), and in any case
+// after maxBudgets × d. A pool that is busy but moving (connections come
+// back every few milliseconds, as when a hundred customers race for one car)
+// keeps its waiters, who are served in order, instead of answering a plain
+// race 503. A hold's wait for a slot of the holds' share (ShareHolds) is
+// bounded the same way, by the share's own progress (holds giving their
+// connections back), and the hard bound covers both waits together.
 type AcquireTracer struct {
 	// OnShed, when set, is called for each acquire that ran out of time.
 	OnShed func()
@@ -209,6 +211,9 @@ type AcquireTracer struct {
 	// whole pool); held are the connections holds have from it.
 	holds atomic.Pointer[chan struct{}]
 	held  sync.Map // *pgx.Conn → struct{}
+	// returned is when a hold last gave a connection back to the holds'
+	// share (Unix nanoseconds): the share's progress.
+	returned atomic.Int64
 }
 
 // ShareHolds lets the acquires of holds (contexts marked by WithHoldShare)
@@ -234,39 +239,59 @@ func WithHoldShare(ctx context.Context) context.Context {
 	return context.WithValue(ctx, holdShareKey{}, true)
 }
 
-// takeShare waits at most d for a slot of the holds' share; false when
-// none freed in time (or ctx ended).
-func takeShare(ctx context.Context, slots chan struct{}, d time.Duration) bool {
+// takeShare waits for a slot of the holds' share until no hold has given
+// a connection back for d, and never past hard; false when it gave up (or
+// ctx ended). Waiters are served in order: while holds keep coming back,
+// the queue moves and each waits its turn, however long the queue, up to
+// hard.
+func (t *AcquireTracer) takeShare(ctx context.Context, slots chan struct{}, d time.Duration, hard time.Time) bool {
 	select {
 	case slots <- struct{}{}:
 		return true
 	default:
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case slots <- struct{}{}:
-		return true
-	case <-t.C:
-		return false
-	case <-ctx.Done():
-		return false
+	timer := time.NewTimer(min(d, time.Until(hard)))
+	defer timer.Stop()
+	for {
+		select {
+		case slots <- struct{}{}:
+			return true
+		case <-timer.C:
+			wait := time.Until(giveUpAt(&t.returned, d, hard))
+			if wait <= 0 {
+				return false
+			}
+			timer.Reset(wait)
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
-// maxBudgets bounds an acquire that waits on a pool still moving: at most
-// this many budgets in all.
+// giveUpAt is when a waiter measured by progress (Unix nanoseconds of the
+// last step) gives up: d after that step, but never past hard.
+func giveUpAt(progress *atomic.Int64, d time.Duration, hard time.Time) time.Time {
+	next := time.Unix(0, progress.Load()).Add(d)
+	if next.After(hard) {
+		return hard
+	}
+	return next
+}
+
+// maxBudgets bounds a wait on a pool (or the holds' share) still moving: at
+// most this many budgets in all.
 const maxBudgets = 4
 
 // TraceAcquireStart puts the budget's deadline on the acquire.
 func (t *AcquireTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	start := time.Now()
 	d, ok := ctx.Value(budgetKey{}).(time.Duration)
 	if slots := t.holds.Load(); slots != nil && ctx.Value(holdShareKey{}) != nil {
-		wait := d
+		wait, hard := d, start.Add(maxBudgets*d)
 		if !ok {
-			wait = time.Minute
+			wait, hard = time.Minute, start.Add(time.Minute)
 		}
-		if !takeShare(ctx, *slots, wait) {
+		if !t.takeShare(ctx, *slots, wait, hard) {
 			// No connection of the holds' share came back in time: the
 			// acquire fails at once, as a shed one.
 			actx, cancel := context.WithCancelCause(ctx)
@@ -279,7 +304,7 @@ func (t *AcquireTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, 
 		return ctx
 	}
 	actx, cancel := context.WithCancelCause(ctx)
-	start := time.Now()
+	hard := start.Add(maxBudgets * d)
 	var (
 		mu      sync.Mutex
 		timer   *time.Timer
@@ -291,22 +316,18 @@ func (t *AcquireTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, 
 		if stopped {
 			return
 		}
-		now := time.Now()
 		// The pool moved within the budget: wait on, until a budget after
 		// that progress, never past the hard bound.
-		next := time.Unix(0, t.progress.Load()).Add(d)
-		if hard := start.Add(maxBudgets * d); next.After(hard) {
-			next = hard
-		}
-		if !next.After(now) {
+		wait := time.Until(giveUpAt(&t.progress, d, hard))
+		if wait <= 0 {
 			stopped = true
 			cancel(errShed)
 			return
 		}
-		timer.Reset(next.Sub(now))
+		timer.Reset(wait)
 	}
 	mu.Lock()
-	timer = time.AfterFunc(d, check)
+	timer = time.AfterFunc(min(d, time.Until(hard)), check)
 	mu.Unlock()
 	stop := func() {
 		mu.Lock()
@@ -357,6 +378,7 @@ func (t *AcquireTracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, da
 // TraceRelease gives a hold's connection back to the holds' share.
 func (t *AcquireTracer) TraceRelease(_ *pgxpool.Pool, data pgxpool.TraceReleaseData) {
 	if slots, ok := t.held.LoadAndDelete(data.Conn); ok {
+		t.returned.Store(time.Now().UnixNano())
 		<-slots.(chan struct{})
 	}
 }
