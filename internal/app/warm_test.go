@@ -133,21 +133,15 @@ func checkWarm(t *testing.T, when string, a *app.App, n int) {
 		t.Errorf("%s: %d idle connections, want %d", when, len(conns), n)
 	}
 	for i, c := range conns {
-		var holds int
-		if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%hold_flight(%'
-			AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&holds); err != nil {
-			t.Fatal(err)
-		}
-		if holds == 0 {
-			t.Errorf("%s: connection %d of %d has never run the hold", when, i+1, len(conns))
-		}
-		var searches int
-		if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%FROM car c%NOT EXISTS%'
-			AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&searches); err != nil {
-			t.Fatal(err)
-		}
-		if searches == 0 {
-			t.Errorf("%s: connection %d of %d has never run the car search", when, i+1, len(conns))
+		for what, like := range map[string]string{"the hold": "%hold_flight(%", "the car search": "%FROM car c%NOT EXISTS%"} {
+			var n int
+			if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE $1
+				AND statement NOT LIKE '%pg_prepared_statements%'`, like).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				t.Errorf("%s: connection %d of %d has never run %s", when, i+1, len(conns), what)
+			}
 		}
 	}
 	if warm, cold := a.Warmer.Counts(); cold != 0 || warm < n {

@@ -54,6 +54,12 @@ const letters = "ABCDEFGHJKLMNPQRSTUVWXYZ" // 24 seats a row, 999 rows: 23,976 s
 // transactions between concurrent holds. Compare the sub-benchmarks side by
 // side; absolute numbers depend on the machine's disk and cores.
 func BenchmarkHoldHotFlight(b *testing.B) {
+	bothModes(b, benchHolds)
+}
+
+// bothModes runs bench as sub-benchmarks "alone" (a transaction per hold)
+// and "coalesced", each with its own service on one test database.
+func bothModes(b *testing.B, bench func(b *testing.B, pool *pgxpool.Pool, svc *flight.Service)) {
 	pool := pgtest.NewPool(b)
 	for _, coalesce := range []bool{false, true} {
 		name := "alone"
@@ -62,7 +68,7 @@ func BenchmarkHoldHotFlight(b *testing.B) {
 		}
 		svc := flight.NewService(pool, clock.System{}, flight.Config{HoldTTL: 10 * time.Minute, SeatMapTTL: time.Second,
 			Coalesce: coalesce})
-		b.Run(name, func(b *testing.B) { benchHolds(b, pool, svc) })
+		b.Run(name, func(b *testing.B) { bench(b, pool, svc) })
 	}
 }
 
@@ -138,35 +144,26 @@ func BenchmarkSeatMap(b *testing.B) {
 // nothing more when there is nobody to batch with. It reports the median
 // hold; compare the two side by side.
 func BenchmarkHoldLone(b *testing.B) {
-	pool := pgtest.NewPool(b)
-	for _, coalesce := range []bool{false, true} {
-		name := "alone"
-		if coalesce {
-			name = "coalesced"
+	bothModes(b, func(b *testing.B, pool *pgxpool.Pool, svc *flight.Service) {
+		ctx := context.Background()
+		seatsPer := 999 * len(letters)
+		var ids []int64
+		for range b.N/seatsPer + 1 {
+			ids = append(ids, benchFlight(b, pool, 999, letters, seatsPer))
 		}
-		svc := flight.NewService(pool, clock.System{}, flight.Config{HoldTTL: 10 * time.Minute, SeatMapTTL: time.Second,
-			Coalesce: coalesce})
-		b.Run(name, func(b *testing.B) {
-			ctx := context.Background()
-			seatsPer := 999 * len(letters)
-			var ids []int64
-			for range b.N/seatsPer + 1 {
-				ids = append(ids, benchFlight(b, pool, 999, letters, seatsPer))
+		lat := make([]time.Duration, b.N)
+		b.ResetTimer()
+		for i := range b.N {
+			seat := fmt.Sprintf("%d%c", i%seatsPer/len(letters)+1, letters[i%len(letters)])
+			start := time.Now()
+			if _, err := svc.Hold(ctx, flight.HoldRequest{CustomerID: int64(i + 1), FlightID: ids[i/seatsPer],
+				FareClass: "ECONOMY", Seats: []string{seat}}); err != nil {
+				b.Fatal(err)
 			}
-			lat := make([]time.Duration, b.N)
-			b.ResetTimer()
-			for i := range b.N {
-				seat := fmt.Sprintf("%d%c", i%seatsPer/len(letters)+1, letters[i%len(letters)])
-				start := time.Now()
-				if _, err := svc.Hold(ctx, flight.HoldRequest{CustomerID: int64(i + 1), FlightID: ids[i/seatsPer],
-					FareClass: "ECONOMY", Seats: []string{seat}}); err != nil {
-					b.Fatal(err)
-				}
-				lat[i] = time.Since(start)
-			}
-			b.StopTimer()
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-		})
-	}
+			lat[i] = time.Since(start)
+		}
+		b.StopTimer()
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	})
 }
