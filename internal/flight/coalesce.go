@@ -14,11 +14,11 @@ import (
 )
 
 // coalescer turns concurrent holds on the same flight into one statement
-// per batch, like a group commit: the first hold of a flight starts a
-// flush at once (on its own goroutine, see lead), holds that arrive while
-// it runs wait and go together in the next, up to maxBatch. One round trip and one commit then serve many
-// holds, and the hot rows are locked once per batch instead of once per
-// hold. Up to flushes batches of a flight run at once: one is sent while
+// per batch, like a group commit: the first hold of a flight is flushed at
+// once (on its caller's goroutine, see lead), holds that arrive while it
+// runs wait and go together in the next, up to maxBatch. One round trip
+// and one commit then serve many holds, and the hot rows are locked once
+// per batch instead of once per hold. Up to flushes batches of a flight run at once: one is sent while
 // another's commit is written. Each hold is still all or nothing, and
 // PostgreSQL decides (holdBatch); across processes, batches queue on the
 // same row locks as single holds would.
@@ -90,7 +90,7 @@ func (c *coalescer) hold(ctx context.Context, r HoldRequest) (*booking.Booking, 
 		c.queues[r.FlightID] = q
 		if c.linger == 0 {
 			// Nothing of this flight is pending or under way: the hold
-			// is a batch of one, flushed at once on its own goroutine.
+			// is a batch of one, flushed at once on the caller's goroutine.
 			q.running = 1
 			c.mu.Unlock()
 			return c.lead(ctx, r, q)

@@ -87,24 +87,29 @@ func NewWarmer(fn WarmFunc) *Warmer {
 // is an optimisation, and a connection it could not warm still serves.
 func (w *Warmer) afterConnect(ctx context.Context, c *pgx.Conn) error {
 	if w.serving.Load() {
-		w.mu.Lock()
-		w.cold[c] = struct{}{}
-		w.mu.Unlock()
+		w.mark(c, false)
 		return nil
 	}
 	w.try(ctx, c)
 	return nil
 }
 
-func (w *Warmer) try(ctx context.Context, c *pgx.Conn) {
+// try warms c once, records the outcome and reports whether c is warm.
+func (w *Warmer) try(ctx context.Context, c *pgx.Conn) bool {
 	w.one.Lock()
 	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
 	ok := w.fn(ctx, c)
 	cancel()
 	w.one.Unlock()
+	w.mark(c, ok)
+	return ok
+}
+
+// mark records c as warm or cold.
+func (w *Warmer) mark(c *pgx.Conn, warm bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ok {
+	if warm {
 		delete(w.cold, c)
 		w.warm[c] = struct{}{}
 	} else {
@@ -155,8 +160,7 @@ func (w *Warmer) Pass(ctx context.Context, pool *pgxpool.Pool) {
 		if pick == nil {
 			return
 		}
-		w.try(ctx, pick.Conn())
-		warmed := w.isWarm(pick.Conn())
+		warmed := w.try(ctx, pick.Conn())
 		pick.Release()
 		if !warmed {
 			return
@@ -168,12 +172,5 @@ func (w *Warmer) isCold(c *pgx.Conn) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	_, ok := w.cold[c]
-	return ok
-}
-
-func (w *Warmer) isWarm(c *pgx.Conn) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	_, ok := w.warm[c]
 	return ok
 }
