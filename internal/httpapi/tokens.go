@@ -15,10 +15,18 @@ import (
 // map lookup instead of a JWT parse and HMAC: that parse was a fifth of the
 // CPU of a rejected request. A token is a signed, immutable string, so one
 // that verified once verifies again until it expires, and the expiry is
-// checked on every use. Bounded: when full it starts over.
+// checked on every use.
+//
+// It keeps two generations of at most maxCachedTokens each: new tokens go
+// into cur; when cur is full it becomes prev and a fresh cur starts, and a
+// token found in prev moves back to cur. So the tokens in use stay cached,
+// a flood of new tokens (a sale's crowd, or an attacker minting them) never
+// holds more than 2 x maxCachedTokens, and the memory of the old generation
+// is given back when it is dropped (a cleared Go map keeps its buckets).
 type tokenCache struct {
-	mu sync.Mutex
-	m  map[string]cachedToken
+	mu   sync.Mutex
+	cur  map[string]cachedToken
+	prev map[string]cachedToken
 }
 
 type cachedToken struct {
@@ -26,15 +34,21 @@ type cachedToken struct {
 	expires time.Time
 }
 
-// maxCachedTokens bounds the cache (a token is a few hundred bytes).
-const maxCachedTokens = 100_000
+// maxCachedTokens bounds each generation (a token is a few hundred bytes,
+// so the cache stays under ten megabytes).
+const maxCachedTokens = 10_000
 
-func newTokenCache() *tokenCache { return &tokenCache{m: make(map[string]cachedToken)} }
+func newTokenCache() *tokenCache { return &tokenCache{cur: make(map[string]cachedToken)} }
 
 // verify returns who token speaks for, as auth.Verify would at now.
 func (tc *tokenCache) verify(secret []byte, token string, now time.Time) (auth.Caller, error) {
 	tc.mu.Lock()
-	e, ok := tc.m[token]
+	e, ok := tc.cur[token]
+	if !ok {
+		if e, ok = tc.prev[token]; ok {
+			tc.put(token, e)
+		}
+	}
 	tc.mu.Unlock()
 	if ok && now.Before(e.expires) {
 		return e.caller, nil
@@ -45,13 +59,26 @@ func (tc *tokenCache) verify(secret []byte, token string, now time.Time) (auth.C
 	}
 	if exp, ok := expiry(token); ok {
 		tc.mu.Lock()
-		if len(tc.m) >= maxCachedTokens {
-			clear(tc.m)
-		}
-		tc.m[token] = cachedToken{caller: c, expires: exp}
+		tc.put(token, cachedToken{caller: c, expires: exp})
 		tc.mu.Unlock()
 	}
 	return c, nil
+}
+
+// put adds a token to the current generation, starting a new one when it is
+// full. The caller holds mu.
+func (tc *tokenCache) put(token string, e cachedToken) {
+	if len(tc.cur) >= maxCachedTokens {
+		tc.prev, tc.cur = tc.cur, make(map[string]cachedToken, maxCachedTokens/4)
+	}
+	tc.cur[token] = e
+}
+
+// size is how many tokens the cache holds.
+func (tc *tokenCache) size() int {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return len(tc.cur) + len(tc.prev)
 }
 
 // expiry reads the exp claim of a token that auth.Verify accepted.

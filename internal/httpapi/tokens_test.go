@@ -25,8 +25,8 @@ func TestTokenCacheKeepsExpiryAndSignature(t *testing.T) {
 			t.Fatalf("verify: %+v, %v", c, err)
 		}
 	}
-	if len(tc.m) != 1 {
-		t.Fatalf("%d tokens cached, want 1", len(tc.m))
+	if n := tc.size(); n != 1 {
+		t.Fatalf("%d tokens cached, want 1", n)
 	}
 	if _, err := tc.verify(secret, tok, now.Add(time.Hour)); !errors.Is(err, auth.ErrInvalid) {
 		t.Errorf("cached token past its expiry: err = %v, want ErrInvalid", err)
@@ -34,7 +34,48 @@ func TestTokenCacheKeepsExpiryAndSignature(t *testing.T) {
 	if _, err := tc.verify([]byte("another-secret-entirely"), tok+"x", now); err == nil {
 		t.Error("a forged token verified")
 	}
-	if len(tc.m) != 1 {
-		t.Errorf("%d tokens cached after a forged one, want 1", len(tc.m))
+	if n := tc.size(); n != 1 {
+		t.Errorf("%d tokens cached after a forged one, want 1", n)
+	}
+}
+
+// A flood of new tokens (a sale's crowd, or someone minting tokens to fill
+// the server's memory) never makes the cache hold more than two
+// generations, and a token in steady use stays cached through the flood.
+func TestTokenCacheIsBoundedUnderAFloodOfNewTokens(t *testing.T) {
+	t.Parallel()
+	secret := []byte("0123456789abcdef-secret")
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	tc := newTokenCache()
+	regular, err := auth.Issue(secret, 1, auth.Customer, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const flood = 5*maxCachedTokens + 1
+	peak := 0
+	for i := range flood {
+		tok, err := auth.Issue(secret, int64(i+2), auth.Customer, now, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tc.verify(secret, tok, now); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 0 { // the regular customer polls now and then
+			if _, err := tc.verify(secret, regular, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		peak = max(peak, tc.size())
+	}
+	if peak > 2*maxCachedTokens {
+		t.Errorf("the cache held %d tokens, want at most %d", peak, 2*maxCachedTokens)
+	}
+	tc.mu.Lock()
+	_, inCur := tc.cur[regular]
+	_, inPrev := tc.prev[regular]
+	tc.mu.Unlock()
+	if !inCur && !inPrev {
+		t.Error("a token in steady use fell out of the cache")
 	}
 }
