@@ -453,8 +453,8 @@ func checkMemory(t *testing.T, m *bench.Mode, procs int) {
 		t.Fatalf("memory of %d processes, want %d: %+v", len(m.Memory), procs, m.Memory)
 	}
 	for _, p := range m.Memory {
-		if p.Samples < 2 || p.StartKB <= 0 || p.MaxKB < p.StartKB || p.MaxKB < p.EndKB {
-			t.Errorf("memory %+v: want at least two samples, start ≤ max ≥ end", p)
+		if p.Samples < 2 || p.StartKB <= 0 || p.MaxKB < p.StartKB || p.MaxKB < p.EndKB || len(p.PerSecondKB) == 0 {
+			t.Errorf("memory %+v: want at least two samples, start ≤ max ≥ end, a series per second", p)
 		}
 	}
 }

@@ -64,6 +64,14 @@ func TestProcessMemoryKeepsStartMaxEnd(t *testing.T) {
 	if m.StartKB != 100 || m.MaxKB != 250 || m.MaxAt != 2 || m.EndKB != 120 || m.Samples != 5 {
 		t.Errorf("memory %+v, want start 100, max 250 at 2 s, end 120, 5 samples", m)
 	}
+	m.add(300, 4.5) // a second sample in second 4, larger
+	m.add(90, 7.2)  // seconds 5 and 6 had no sample
+	if want := []int64{100, 180, 250, 240, 300, 0, 0, 90}; !slices.Equal(m.PerSecondKB, want) {
+		t.Errorf("per second %v, want %v", m.PerSecondKB, want)
+	}
+	if got := perSecondMB([]int64{1024, 2560, 0}); got != "1 2 -" {
+		t.Errorf("perSecondMB = %q, want %q", got, "1 2 -")
+	}
 }
 
 func TestChildEnvOverridesInheritedSettings(t *testing.T) {

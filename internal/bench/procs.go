@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -234,6 +235,10 @@ type ProcessMemory struct {
 	EndKB   int64 `json:"endKB"`
 	// MaxAt is when the maximum was first seen, in seconds from the start.
 	MaxAt float64 `json:"maxAtSeconds"`
+	// PerSecondKB is the largest sample of each whole second from the
+	// start: whether memory levels off under a long overload or keeps
+	// climbing shows here, not in start, max and end.
+	PerSecondKB []int64 `json:"perSecondMaxKB"`
 }
 
 // add records a sample of kb at t seconds from the start.
@@ -246,6 +251,14 @@ func (m *ProcessMemory) add(kb int64, t float64) {
 	}
 	m.EndKB = kb
 	m.Samples++
+	if t < 0 {
+		t = 0
+	}
+	sec := int(t)
+	for len(m.PerSecondKB) <= sec {
+		m.PerSecondKB = append(m.PerSecondKB, 0)
+	}
+	m.PerSecondKB[sec] = max(m.PerSecondKB[sec], kb)
 }
 
 // rssSampler samples the resident memory of processes every interval.
@@ -296,7 +309,12 @@ func (r *rssSampler) finish() []ProcessMemory {
 	<-r.done
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]ProcessMemory(nil), r.mem...)
+	out := make([]ProcessMemory, len(r.mem))
+	for i, m := range r.mem {
+		m.PerSecondKB = slices.Clone(m.PerSecondKB)
+		out[i] = m
+	}
+	return out
 }
 
 // readRSS returns a process's resident memory in kB.

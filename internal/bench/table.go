@@ -353,6 +353,31 @@ func (r *Report) writeMemory(w io.Writer) {
 	}
 	writeSection(w, "MEMORY (VmRSS of each berth process, MB, sampled every 200 ms from its start to its stop)",
 		"mode\tprocess\tstart\tmax\tend\tsamples\t", 0, rows)
+	rows = rows[:0]
+	for _, m := range r.Modes {
+		for i, p := range m.Memory {
+			rows = append(rows, fmt.Sprintf("%s\t#%d\t%s\t", m.Name, i+1, perSecondMB(p.PerSecondKB)))
+		}
+	}
+	writeSection(w, "MEMORY OVER TIME (largest VmRSS of each second from the process's start, MB)",
+		"mode\tprocess\tsecond 0, 1, 2, …\t", 0, rows)
+}
+
+// perSecondMB writes a series of kB figures as whole MB, space-separated,
+// and a second without a sample as "-".
+func perSecondMB(kbs []int64) string {
+	var b strings.Builder
+	for i, kb := range kbs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if kb == 0 {
+			b.WriteByte('-')
+			continue
+		}
+		fmt.Fprintf(&b, "%.0f", mb(kb))
+	}
+	return b.String()
 }
 
 // writeSection prints a titled table of tab-separated rows under header,
