@@ -54,8 +54,8 @@ const warmTimeout = 5 * time.Second
 // first second every connection pays it at once. The Warmer pays it when
 // the connection is made, before the pool hands it out (pgxpool's
 // AfterConnect) while Open fills the pool, and in the background (Run)
-// on every connection made later, and on those whose warm-up could do only
-// part.
+// on every connection made later, and again on those whose warm-up could
+// do only part.
 //
 // Once the pool serves, a new connection is handed out cold and warmed
 // later, when idle, never in AfterConnect: warm-ups run one at a time, so
@@ -72,14 +72,16 @@ type Warmer struct {
 	// serving: Open has returned; AfterConnect no longer warms.
 	serving atomic.Bool
 
-	mu   sync.Mutex
-	cold map[*pgx.Conn]struct{} // connections whose warm-up did only part
+	mu sync.Mutex
+	// cold: the connections not warm yet, each with whether a warm-up was
+	// tried on it (and did only part) or not yet.
+	cold map[*pgx.Conn]bool
 	warm map[*pgx.Conn]struct{}
 }
 
 // NewWarmer makes a Warmer that runs fn on each connection.
 func NewWarmer(fn WarmFunc) *Warmer {
-	return &Warmer{fn: fn, cold: map[*pgx.Conn]struct{}{}, warm: map[*pgx.Conn]struct{}{}}
+	return &Warmer{fn: fn, cold: map[*pgx.Conn]bool{}, warm: map[*pgx.Conn]struct{}{}}
 }
 
 // afterConnect warms a new connection while Open fills the pool, and
@@ -87,7 +89,7 @@ func NewWarmer(fn WarmFunc) *Warmer {
 // is an optimisation, and a connection it could not warm still serves.
 func (w *Warmer) afterConnect(ctx context.Context, c *pgx.Conn) error {
 	if w.serving.Load() {
-		w.mark(c, false)
+		w.mark(c, false, false)
 		return nil
 	}
 	w.try(ctx, c)
@@ -101,19 +103,20 @@ func (w *Warmer) try(ctx context.Context, c *pgx.Conn) bool {
 	ok := w.fn(ctx, c)
 	cancel()
 	w.one.Unlock()
-	w.mark(c, ok)
+	w.mark(c, ok, true)
 	return ok
 }
 
-// mark records c as warm or cold.
-func (w *Warmer) mark(c *pgx.Conn, warm bool) {
+// mark records c as warm, or as cold: tried says whether a warm-up ran on
+// it.
+func (w *Warmer) mark(c *pgx.Conn, warm, tried bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if warm {
 		delete(w.cold, c)
 		w.warm[c] = struct{}{}
 	} else {
-		w.cold[c] = struct{}{}
+		w.cold[c] = tried
 	}
 }
 
@@ -133,44 +136,55 @@ func (w *Warmer) Counts() (warm, cold int) {
 	return len(w.warm), len(w.cold)
 }
 
-// Run warms, every interval until ctx ends, the idle connections whose
-// warm-up did only part (as when berth started before the flights it
-// sells existed). While every connection is warm it touches nothing.
+// Run warms, every interval until ctx ends, the idle connections made
+// while serving and those whose warm-up did only part (as when berth
+// started before the flights it sells existed). While every connection is
+// warm it touches nothing.
 func (w *Warmer) Run(ctx context.Context, pool *pgxpool.Pool, every time.Duration) {
 	clock.Every(ctx, every, func() { w.Pass(ctx, pool) })
 }
 
 // Pass warms the idle connections that are not warm yet, one at a time,
-// each taken from the pool only for its own warm-up; it stops at the
-// first that could not be warmed, so a database with nothing to warm on
-// costs one short transaction a pass.
+// each taken from the pool only for its own warm-up. Every connection not
+// tried yet (made while serving) is tried, whatever the others' outcome:
+// it runs the whole warm-up, and does what it can (a car search, on a
+// marketplace with no flight to hold on). Of the connections tried before
+// and still not warm, one is tried again, and the pass goes on to the next
+// only if it warmed this time: a database with nothing to warm on costs
+// one short transaction a pass.
 func (w *Warmer) Pass(ctx context.Context, pool *pgxpool.Pool) {
 	for range pool.Config().MaxConns {
 		if _, cold := w.Counts(); cold == 0 {
 			return
 		}
-		var pick *pgxpool.Conn
-		for _, pc := range pool.AcquireAllIdle(ctx) {
-			if pick == nil && w.isCold(pc.Conn()) {
-				pick = pc
-				continue
-			}
-			pc.Release()
-		}
+		pick, retry := w.pickCold(ctx, pool)
 		if pick == nil {
 			return
 		}
 		warmed := w.try(ctx, pick.Conn())
 		pick.Release()
-		if !warmed {
+		if retry && !warmed {
 			return
 		}
 	}
 }
 
-func (w *Warmer) isCold(c *pgx.Conn) bool {
+// pickCold takes an idle connection that is not warm, one never tried
+// first, and reports whether it was tried before; nil when there is none.
+func (w *Warmer) pickCold(ctx context.Context, pool *pgxpool.Pool) (pick *pgxpool.Conn, tried bool) {
+	idle := pool.AcquireAllIdle(ctx)
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	_, ok := w.cold[c]
-	return ok
+	for _, pc := range idle {
+		t, cold := w.cold[pc.Conn()]
+		if cold && (pick == nil || tried && !t) {
+			pick, tried = pc, t
+		}
+	}
+	w.mu.Unlock()
+	for _, pc := range idle {
+		if pc != pick {
+			pc.Release()
+		}
+	}
+	return pick, tried
 }

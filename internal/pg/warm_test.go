@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,5 +88,62 @@ func TestConnectionsMadeWhileServingAreWarmedLater(t *testing.T) {
 	w.Pass(ctx, pool)
 	if warm, cold := w.Counts(); cold != 0 || warm != 4 {
 		t.Errorf("after a pass: %d warm, %d cold; want every idle connection warm", warm, cold)
+	}
+}
+
+// A pass tries the warm-up on every connection made while serving, even
+// when the others' did only part (on a marketplace with no flight to hold
+// on, each still gets its car search), and of the connections tried before
+// and still cold it tries one again, and no more while that one fails.
+func TestPassTriesEachNewConnectionAndRetriesOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var mu sync.Mutex
+	tries := map[*pgx.Conn]int{}
+	w := pg.NewWarmer(func(_ context.Context, c *pgx.Conn) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		tries[c]++
+		return false // never more than part: nothing to hold on
+	})
+	pool, err := pg.Open(ctx, pgtest.NewURL(t), pg.PoolConfig{MaxConns: 4, MinConns: 1, Warm: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var conns []*pgxpool.Conn
+	for range 4 { // the three the pool makes now are handed out untried
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	count := func() (conns, calls int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, n := range tries {
+			calls += n
+		}
+		return len(tries), calls
+	}
+	opened, _ := count() // Open's own connections, tried while Open filled the pool
+	if opened < 1 || opened >= 4 {
+		t.Fatalf("%d connections tried while Open filled the pool, want its minimum (1) and not all 4", opened)
+	}
+	w.Pass(ctx, pool)
+	if n, calls := count(); n != 4 || calls != 5 {
+		t.Errorf("after a pass: %d connections tried, %d warm-ups in all; want 4 and 5 "+
+			"(Open's once each, the new ones once each, then one of Open's again)", n, calls)
+	}
+	w.Pass(ctx, pool)
+	if _, calls := count(); calls != 6 {
+		t.Errorf("after a second pass: %d warm-ups in all, want 6 (one retry)", calls)
+	}
+	if warm, cold := w.Counts(); warm != 0 || cold != 4 {
+		t.Errorf("%d warm, %d cold; want all 4 cold", warm, cold)
 	}
 }
