@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,9 +250,6 @@ func (m *ProcessMemory) add(kb int64, t float64) {
 	}
 	m.EndKB = kb
 	m.Samples++
-	if t < 0 {
-		t = 0
-	}
 	sec := int(t)
 	for len(m.PerSecondKB) <= sec {
 		m.PerSecondKB = append(m.PerSecondKB, 0)
@@ -303,18 +299,14 @@ func sampleRSS(s *server, every time.Duration) *rssSampler {
 	return r
 }
 
-// finish takes a last sample and returns what was seen.
+// finish takes a last sample and returns what was seen. The sampler has
+// stopped, so the copy shares nothing anyone still writes.
 func (r *rssSampler) finish() []ProcessMemory {
 	close(r.stop)
 	<-r.done
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]ProcessMemory, len(r.mem))
-	for i, m := range r.mem {
-		m.PerSecondKB = slices.Clone(m.PerSecondKB)
-		out[i] = m
-	}
-	return out
+	return append([]ProcessMemory(nil), r.mem...)
 }
 
 // readRSS returns a process's resident memory in kB.

@@ -74,13 +74,6 @@ func (tc *tokenCache) put(token string, e cachedToken) {
 	tc.cur[token] = e
 }
 
-// size is how many tokens the cache holds.
-func (tc *tokenCache) size() int {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	return len(tc.cur) + len(tc.prev)
-}
-
 // expiry reads the exp claim of a token that auth.Verify accepted.
 func expiry(token string) (time.Time, bool) {
 	parts := strings.Split(token, ".")

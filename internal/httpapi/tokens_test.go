@@ -39,6 +39,13 @@ func TestTokenCacheKeepsExpiryAndSignature(t *testing.T) {
 	}
 }
 
+// size is how many tokens the cache holds.
+func (tc *tokenCache) size() int {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return len(tc.cur) + len(tc.prev)
+}
+
 // A flood of new tokens (a sale's crowd, or someone minting tokens to fill
 // the server's memory) never makes the cache hold more than two
 // generations, and a token in steady use stays cached through the flood.

@@ -147,11 +147,10 @@ func (w *Warmer) Run(ctx context.Context, pool *pgxpool.Pool, every time.Duratio
 // Pass warms the idle connections that are not warm yet, one at a time,
 // each taken from the pool only for its own warm-up. Every connection not
 // tried yet (made while serving) is tried, whatever the others' outcome:
-// it runs the whole warm-up, and does what it can (a car search, on a
-// marketplace with no flight to hold on). Of the connections tried before
-// and still not warm, one is tried again, and the pass goes on to the next
-// only if it warmed this time: a database with nothing to warm on costs
-// one short transaction a pass.
+// it runs the whole warm-up and does the parts it can. Of the connections
+// tried before and still not warm, one is tried again, and the pass goes
+// on to the next only if it warmed this time: a database with nothing to
+// warm on costs one short transaction a pass.
 func (w *Warmer) Pass(ctx context.Context, pool *pgxpool.Pool) {
 	for range pool.Config().MaxConns {
 		if _, cold := w.Counts(); cold == 0 {
