@@ -181,6 +181,15 @@ DECLARE
     v_keyed     integer := coalesce(cardinality(array_remove(p_key_callers, NULL)), 0);
     v_seated    boolean := coalesce(cardinality(array_remove(p_seats, NULL)), 0) > 0;
     v_moved     boolean := false;
+    -- what the requests placed add up to: seats, units, and whether all
+    -- went to one bucket (v_one_class, v_one_bucket) or not (v_many)
+    v_seat_total integer := 0;
+    v_unit_total integer := 0;
+    v_one_class  text;
+    v_one_bucket smallint;
+    v_many       boolean := false;
+    v_key_total  integer := 0;
+    v_applied    boolean := false;
 BEGIN
     -- The flight and the requested fares in one statement.
     SELECT f.departure_at, array_agg(fi.fare_class), array_agg(fi.price), array_agg(fi.currency), array_agg(fi.refund_rule),
@@ -219,8 +228,7 @@ BEGIN
         INTO s_no, s_class, s_free
         FROM (SELECT st.seat_no, st.fare_class, st.status, st.held_until FROM seat st
               WHERE st.flight_id = p_flight
-                AND st.seat_no = ANY (ARRAY(SELECT DISTINCT x FROM unnest(p_seats) AS r(csv),
-                                            unnest(string_to_array(r.csv, ',')) AS x))
+                AND st.seat_no = ANY (string_to_array(array_to_string(p_seats, ','), ','))
               ORDER BY st.seat_no FOR UPDATE) AS s;
     END IF;
     s_claimed := array_fill(false, ARRAY[coalesce(cardinality(s_no), 0)]);
@@ -315,6 +323,17 @@ BEGIN
             s_claimed[array_position(s_no, seat)] := true;
         END LOOP;
         v_bucket[i] := b_n[t];
+        v_seat_total := v_seat_total + coalesce(cardinality(rs), 0);
+        v_unit_total := v_unit_total + units;
+        IF p_key_callers[i] IS NOT NULL THEN
+            v_key_total := v_key_total + 1;
+        END IF;
+        IF v_one_class IS NULL THEN
+            v_one_class := p_classes[i];
+            v_one_bucket := b_n[t];
+        ELSIF v_one_class <> p_classes[i] OR v_one_bucket <> b_n[t] THEN
+            v_many := true;
+        END IF;
         pl_i := pl_i || i;
         pl_ci := pl_ci || ci;
         pl_units := pl_units || units;
@@ -373,14 +392,19 @@ BEGIN
             WHERE s.flight_id = p_flight AND s.seat_no = ANY (s_no) AND s.seat_no = tk.seat_no
               AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.held_until <= p_now));
             GET DIAGNOSTICS cnt = ROW_COUNT;
-            IF cnt <> (SELECT count(*) FROM unnest(pl_i) AS u(i), unnest(string_to_array(p_seats[u.i], ','))) THEN
+            IF cnt <> v_seat_total THEN
                 RAISE EXCEPTION 'hold_flight: only % seats of flight % were free', cnt, p_flight;
             END IF;
         END IF;
 
-        INSERT INTO outbox (booking_id, type, payload, created_at)
-        SELECT b.id, 'booking.held', flight_booking_view(b), p_now
-        FROM unnest(v_rows) AS b ORDER BY b.id;
+        IF cardinality(pl_i) = 1 THEN
+            INSERT INTO outbox (booking_id, type, payload, created_at)
+            VALUES (v_one.id, 'booking.held', flight_booking_view(v_one), p_now);
+        ELSE
+            INSERT INTO outbox (booking_id, type, payload, created_at)
+            SELECT b.id, 'booking.held', flight_booking_view(b), p_now
+            FROM unnest(v_rows) AS b ORDER BY b.id;
+        END IF;
 
         IF v_keyed > 0 THEN
             UPDATE idempotency_key ik SET effect = 'booking:' || v_id[u.ord]
@@ -388,7 +412,7 @@ BEGIN
             WHERE v_id[u.ord] IS NOT NULL
               AND ik.caller_id = u.caller AND ik.idem_key = u.idem AND ik.lease = u.lease AND ik.response_status IS NULL;
             GET DIAGNOSTICS cnt = ROW_COUNT;
-            IF cnt <> (SELECT count(*) FROM unnest(pl_i) AS u(i) WHERE p_key_callers[u.i] IS NOT NULL) THEN
+            IF cnt <> v_key_total THEN
                 RAISE EXCEPTION 'hold_flight: % idempotency keys recorded', cnt;
             END IF;
         END IF;
@@ -398,62 +422,64 @@ BEGIN
         -- one conditional update locks it and applies the units if they
         -- still fit it as it is now: what the general step below would do
         -- then, without reading the buckets again.
-        IF NOT v_moved AND (SELECT count(DISTINCT (p_classes[u.i], v_bucket[u.i])) FROM unnest(pl_i) AS u(i)) = 1 THEN
-            UPDATE fare_bucket fb SET held = fb.held + tot.v_total
-            FROM (SELECT sum(u.units)::integer AS v_total FROM unnest(pl_units) AS u(units)) AS tot
-            WHERE fb.flight_id = p_flight AND fb.fare_class = p_classes[pl_i[1]] AND fb.bucket = v_bucket[pl_i[1]]
-              AND fb.sold + fb.held + tot.v_total <= fb.quota;
-            IF FOUND THEN
-                RETURN QUERY SELECT g.i, v_code[g.i], v_detail[g.i], v_row[g.i]
-                    FROM generate_series(1, n) AS g(i);
-                RETURN;
-            END IF;
+        IF NOT v_moved AND NOT v_many THEN
+            UPDATE fare_bucket fb SET held = fb.held + v_unit_total
+            WHERE fb.flight_id = p_flight AND fb.fare_class = v_one_class AND fb.bucket = v_one_bucket
+              AND fb.sold + fb.held + v_unit_total <= fb.quota;
+            v_applied := FOUND;
         END IF;
 
-        -- Else the buckets, locked as they are: each request's units go to
-        -- the bucket decided above, with share moved into it from the
-        -- others (bucket order) when it lacks room; a request the class
-        -- has no room for any more sends the caller back (BH001).
-        SELECT array_agg(fb.fare_class ORDER BY fb.fare_class, fb.bucket), array_agg(fb.bucket ORDER BY fb.fare_class, fb.bucket),
-               array_agg(fb.quota ORDER BY fb.fare_class, fb.bucket), array_agg(fb.sold + fb.held ORDER BY fb.fare_class, fb.bucket),
-               array_agg(fb.held ORDER BY fb.fare_class, fb.bucket)
-        INTO b_class, b_n, b_quota, b_used, b_held
-        FROM (SELECT * FROM fare_bucket x WHERE x.flight_id = p_flight AND x.fare_class = ANY (p_classes)
-              ORDER BY x.fare_class, x.bucket FOR UPDATE) AS fb;
-        b_quota0 := b_quota;
-        b_held0 := b_held;
-        v_moved := false;
-        FOR pk IN 1 .. cardinality(pl_i) LOOP
-            i := pl_i[pk];
-            units := pl_units[pk];
-            SELECT a.o_target, a.o_quota INTO t, v_quota
-            FROM fare_allocate(b_class, b_quota, b_used, p_classes[i], units, b_n, v_bucket[i]) AS a;
-            IF t IS NULL THEN
-                RAISE EXCEPTION 'hold_flight: the fare buckets of flight % changed; lock them first', p_flight
-                    USING ERRCODE = 'BH001';
-            END IF;
-            v_moved := v_moved OR v_quota IS DISTINCT FROM b_quota;
-            b_quota := v_quota;
-            b_used[t] := b_used[t] + units;
-            b_held[t] := b_held[t] + units;
-        END LOOP;
+        IF NOT v_applied THEN
+            -- Else the buckets, locked as they are: each request's units go to
+            -- the bucket decided above, with share moved into it from the
+            -- others (bucket order) when it lacks room; a request the class
+            -- has no room for any more sends the caller back (BH001).
+            SELECT array_agg(fb.fare_class ORDER BY fb.fare_class, fb.bucket), array_agg(fb.bucket ORDER BY fb.fare_class, fb.bucket),
+                   array_agg(fb.quota ORDER BY fb.fare_class, fb.bucket), array_agg(fb.sold + fb.held ORDER BY fb.fare_class, fb.bucket),
+                   array_agg(fb.held ORDER BY fb.fare_class, fb.bucket)
+            INTO b_class, b_n, b_quota, b_used, b_held
+            FROM (SELECT * FROM fare_bucket x WHERE x.flight_id = p_flight AND x.fare_class = ANY (p_classes)
+                  ORDER BY x.fare_class, x.bucket FOR UPDATE) AS fb;
+            b_quota0 := b_quota;
+            b_held0 := b_held;
+            v_moved := false;
+            FOR pk IN 1 .. cardinality(pl_i) LOOP
+                i := pl_i[pk];
+                units := pl_units[pk];
+                SELECT a.o_target, a.o_quota INTO t, v_quota
+                FROM fare_allocate(b_class, b_quota, b_used, p_classes[i], units, b_n, v_bucket[i]) AS a;
+                IF t IS NULL THEN
+                    RAISE EXCEPTION 'hold_flight: the fare buckets of flight % changed; lock them first', p_flight
+                        USING ERRCODE = 'BH001';
+                END IF;
+                v_moved := v_moved OR v_quota IS DISTINCT FROM b_quota;
+                b_quota := v_quota;
+                b_used[t] := b_used[t] + units;
+                b_held[t] := b_held[t] + units;
+            END LOOP;
 
-        -- Buckets whose share moved are written whole (the deferred
-        -- trigger checks the shares still add up); the others only held.
-        IF v_moved THEN
-            UPDATE fare_bucket fb SET quota = u.quota, held = u.held
-            FROM unnest(b_class, b_n, b_quota, b_held, b_quota0) AS u(fare_class, bucket, quota, held, quota0)
+            -- Buckets whose share moved are written whole (the deferred
+            -- trigger checks the shares still add up); the others only held.
+            IF v_moved THEN
+                UPDATE fare_bucket fb SET quota = u.quota, held = u.held
+                FROM unnest(b_class, b_n, b_quota, b_held, b_quota0) AS u(fare_class, bucket, quota, held, quota0)
+                WHERE fb.flight_id = p_flight AND fb.fare_class = u.fare_class AND fb.bucket = u.bucket
+                  AND u.quota <> u.quota0;
+            END IF;
+            UPDATE fare_bucket fb SET held = u.held
+            FROM unnest(b_class, b_n, b_quota, b_held, b_quota0, b_held0) AS u(fare_class, bucket, quota, held, quota0, held0)
             WHERE fb.flight_id = p_flight AND fb.fare_class = u.fare_class AND fb.bucket = u.bucket
-              AND u.quota <> u.quota0;
+              AND u.quota = u.quota0 AND u.held <> u.held0;
         END IF;
-        UPDATE fare_bucket fb SET held = u.held
-        FROM unnest(b_class, b_n, b_quota, b_held, b_quota0, b_held0) AS u(fare_class, bucket, quota, held, quota0, held0)
-        WHERE fb.flight_id = p_flight AND fb.fare_class = u.fare_class AND fb.bucket = u.bucket
-          AND u.quota = u.quota0 AND u.held <> u.held0;
     END IF;
 
-    RETURN QUERY SELECT g.i, v_code[g.i], v_detail[g.i], v_row[g.i]
-        FROM generate_series(1, n) AS g(i);
+    FOR i IN 1 .. n LOOP
+        o_ord := i;
+        o_code := v_code[i];
+        o_detail := v_detail[i];
+        o_booking := v_row[i];
+        RETURN NEXT;
+    END LOOP;
 END
 $$;
 
