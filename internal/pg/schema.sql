@@ -352,7 +352,6 @@ BEGIN
         RETURNING * INTO v_one;
         v_id[i] := v_one.id;
         v_row[i] := v_one;
-        v_rows := ARRAY[v_one];
     ELSIF cardinality(pl_i) > 1 THEN
         -- The bookings, in request order: identity values are drawn in
         -- insertion order, which follows the ORDER BY, so the ids sorted
