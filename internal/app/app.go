@@ -61,6 +61,9 @@ type Options struct {
 	// PoolTracer, when set, also traces the pool's statements (benchmarks
 	// count round trips with it).
 	PoolTracer pgx.QueryTracer
+	// QuietHolds overrides guard.Config.QuietHolds (tests of the seat
+	// gate set it negative, so that every hold passes the gate).
+	QuietHolds int
 }
 
 // App is a wired berth service.
@@ -175,8 +178,14 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 	if err != nil {
 		return nil, err
 	}
+	// The hold limit is one of the surge layers (off with them), decided
+	// by the database in each hold's transaction.
+	var holdLimit booking.HoldLimit
+	if cfg.Protect {
+		holdLimit = booking.HoldLimit{N: cfg.HoldLimit.N, Window: cfg.HoldLimit.Window}
+	}
 	a.Flights = flight.NewService(pool, o.Clock, flight.Config{
-		HoldTTL: cfg.FlightHoldTTL, OfferTTL: cfg.WaitlistOfferTTL, SeatMapTTL: o.SeatMapTTL, SearchTTL: 3 * time.Second,
+		HoldTTL: cfg.FlightHoldTTL, HoldLimit: holdLimit, OfferTTL: cfg.WaitlistOfferTTL, SeatMapTTL: o.SeatMapTTL, SearchTTL: 3 * time.Second,
 		Buckets: cfg.FareBuckets, Coalesce: cfg.Protect, MaxBatch: cfg.HoldBatch, QueueWait: cfg.ShedWait,
 		Log: o.Log, Registry: o.Registry, Reads: a.reads(),
 	})
@@ -186,7 +195,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 	})
 	a.Life.PickupEarly = cfg.PickupEarly
 	a.Life.OnReleased = a.bookingReleased(o.Registry)
-	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, Queue: cfg.Protect})
+	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, HoldLimit: holdLimit, Queue: cfg.Protect})
 	// The sweeper looks at least once per the shortest hold time, so a hold
 	// made while it waits is not swept a whole interval after it ran out.
 	sweepEvery := min(cfg.SweepInterval, cfg.FlightHoldTTL, cfg.CarHoldTTL, cfg.WaitlistOfferTTL)
@@ -244,9 +253,9 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 		ready["redis"] = degraded(rdb.Ping)
 	}
 	a.Guard = guard.New(a.arch(), guard.Config{
-		On: cfg.Protect, HoldLimit: guardRate(cfg.HoldLimit), RequestLimit: guardRate(cfg.RequestLimit), AddressLimit: guardRate(cfg.AddressLimit), ShedWait: cfg.ShedWait,
+		On: cfg.Protect, RequestLimit: guardRate(cfg.RequestLimit), AddressLimit: guardRate(cfg.AddressLimit), ShedWait: cfg.ShedWait,
 		Lanes: guard.LanesFor(cfg.DBMaxConns), Secret: []byte(cfg.AuthSecret), Tracer: tracer,
-		HoldTTL: cfg.FlightHoldTTL, HoldConns: guard.HoldConnsFor(cfg.DBMaxConns),
+		HoldTTL: cfg.FlightHoldTTL, HoldConns: guard.HoldConnsFor(cfg.DBMaxConns), QuietHolds: o.QuietHolds,
 	}, rdb, a.Pool)
 	if err := a.Guard.Warm(ctx); err != nil {
 		o.Log.Warn("surge layers not warmed up yet", "err", err)

@@ -37,9 +37,10 @@ type result struct {
 // detail, or the booking (booking.Columns). With $11 (lockFirst) the
 // buckets are locked before the decision instead; without it, a decision
 // the locked buckets no longer bear out raises errBucketsMoved and writes
-// nothing.
+// nothing. $12 and $13 are the hold limit (booking.HoldLimit.Args), decided
+// per customer before any other lock.
 const holdSQL = `SELECT h.o_code, h.o_detail, ` + booking.Columns + `
-	FROM hold_flight($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::uuid[], $11) AS h
+	FROM hold_flight($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::uuid[], $11, $12, $13) AS h
 	CROSS JOIN LATERAL (SELECT (h.o_booking).*) AS x
 	ORDER BY h.o_ord`
 
@@ -50,7 +51,7 @@ const holdSQL = `SELECT h.o_code, h.o_detail, ` + booking.Columns + `
 // an Idempotency-Key claim records its effect with its booking. A returned
 // error means nothing of the batch was written; pg.State(err) is
 // bucketsMoved when the call should be made again with lockFirst.
-func holdBatch(ctx context.Context, db booking.Querier, flightID int64, reqs []*call, now time.Time, ttl time.Duration, lockFirst bool) ([]result, error) {
+func holdBatch(ctx context.Context, db booking.Querier, flightID int64, reqs []*call, now time.Time, ttl time.Duration, limit booking.HoldLimit, lockFirst bool) ([]result, error) {
 	n := len(reqs)
 	var (
 		customers = make([]int64, n)
@@ -72,8 +73,9 @@ func holdBatch(ctx context.Context, db booking.Querier, flightID int64, reqs []*
 			callers[i], keys[i], leases[i] = &c.CallerID, &c.Key, &c.Lease
 		}
 	}
+	maxHolds, window := limit.Args()
 	rows, err := db.Query(ctx, holdSQL, flightID, now, pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true},
-		customers, classes, seats, units, callers, keys, leases, lockFirst)
+		customers, classes, seats, units, callers, keys, leases, lockFirst, maxHolds, window)
 	if err != nil {
 		return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
 	}
@@ -98,7 +100,7 @@ func holdBatch(ctx context.Context, db booking.Querier, flightID int64, reqs []*
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
 		}
-		results = append(results, result{err: holdError(r, *code, deref(detail))})
+		results = append(results, result{err: holdError(r, limit, *code, deref(detail))})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
@@ -125,7 +127,7 @@ func deref(s *string) string {
 }
 
 // holdError words the error code hold_flight gave request r.
-func holdError(r HoldRequest, code, detail string) error {
+func holdError(r HoldRequest, limit booking.HoldLimit, code, detail string) error {
 	switch code {
 	case "no_flight":
 		return fault.Invalid("flightId", "no flight %d", r.FlightID)
@@ -146,6 +148,8 @@ func holdError(r HoldRequest, code, detail string) error {
 		return soldOut(r.FlightID, r.FareClass, r.Units())
 	case "key_in_use":
 		return pg.KeyTakenOver()
+	case "hold_limit":
+		return limit.Refused(detail)
 	}
 	return fmt.Errorf("hold on flight %d: unknown answer %q", r.FlightID, code)
 }

@@ -70,7 +70,7 @@ func TestHoldBatchDecidesEachRequestAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	results, err := holdBatch(context.Background(), pool, id, calls(reqs), epoch, 10*time.Minute, false)
+	results, err := holdBatch(context.Background(), pool, id, calls(reqs), epoch, 10*time.Minute, booking.HoldLimit{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestBucketsNeverRefuseWhatTheClassCanTake(t *testing.T) {
 	results, err := holdBatch(ctx, pool, id2, calls([]HoldRequest{
 		{CustomerID: 1, FlightID: id2, FareClass: "PREMIUM", Quantity: 3},
 		{CustomerID: 2, FlightID: id2, FareClass: "PREMIUM", Quantity: 1},
-	}), epoch, time.Minute, false)
+	}), epoch, time.Minute, booking.HoldLimit{}, false)
 	if err != nil || results[0].err != nil {
 		t.Fatalf("batch hold of what the class can take: %v / %v", err, results)
 	}

@@ -62,6 +62,7 @@ type Service struct {
 	clock     clock.Clock
 	log       *slog.Logger
 	holdTTL   time.Duration
+	holdLimit booking.HoldLimit
 	offerTTL  time.Duration
 	buckets   int
 	coalescer *coalescer // nil: one transaction per hold
@@ -76,6 +77,9 @@ type Service struct {
 // Config tunes a Service.
 type Config struct {
 	HoldTTL time.Duration // how long a hold lasts (BERTH_FLIGHT_HOLD_TTL)
+	// HoldLimit is the per-customer hold limit (BERTH_HOLD_LIMIT; zero:
+	// none), shared with car holds.
+	HoldLimit booking.HoldLimit
 	// OfferTTL is how long a waitlist offer's hold lasts
 	// (BERTH_WAITLIST_OFFER_TTL; default 10m).
 	OfferTTL    time.Duration
@@ -138,7 +142,8 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 		reads:    reads,
 		clock:    c,
 		log:      cfg.Log,
-		holdTTL:  cfg.HoldTTL,
+		holdTTL:   cfg.HoldTTL,
+		holdLimit: cfg.HoldLimit,
 		offerTTL: cfg.OfferTTL,
 		buckets:  cfg.Buckets,
 		seatMaps: cache.New[*SeatMap](cfg.SeatMapTTL, cfg.MaxCacheKey),

@@ -105,7 +105,7 @@ func (s *Service) holdAlone(ctx context.Context, r HoldRequest) (*booking.Bookin
 func (s *Service) holdMany(ctx context.Context, flightID int64, calls []*call) ([]result, error) {
 	lockFirst := false
 	for attempt := 1; ; attempt++ {
-		results, err := holdBatch(ctx, s.pool, flightID, calls, s.clock.Now(), s.holdTTL, lockFirst)
+		results, err := holdBatch(ctx, s.pool, flightID, calls, s.clock.Now(), s.holdTTL, s.holdLimit, lockFirst)
 		state := pg.State(err)
 		if state == bucketsMoved {
 			lockFirst = true

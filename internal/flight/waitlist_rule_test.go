@@ -60,7 +60,7 @@ func TestHoldAndWaitlistOfferPlaceUnitsAlike(t *testing.T) {
 			var bucket *int
 			err := tx.QueryRow(ctx, `SELECT o_code, (o_booking).fare_bucket FROM hold_flight($1, $2, '10 minutes',
 				ARRAY[7]::bigint[], ARRAY['ECONOMY'], ARRAY[NULL]::text[], ARRAY[$3]::int[],
-				ARRAY[NULL]::bigint[], ARRAY[NULL]::text[], ARRAY[NULL]::uuid[], false)`, flightID, now, units).Scan(&code, &bucket)
+				ARRAY[NULL]::bigint[], ARRAY[NULL]::text[], ARRAY[NULL]::uuid[], false, 0, NULL)`, flightID, now, units).Scan(&code, &bucket)
 			switch {
 			case err != nil:
 				return 0, err

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/booking"
 )
 
 // Warm runs the hold path once on a new connection, as pg.Warmer asks
@@ -36,6 +38,9 @@ func Warm(ctx context.Context, c *pgx.Conn, now time.Time) bool {
 		return false
 	}
 	r.Seats = []string{seat}
-	results, err := holdBatch(ctx, tx, r.FlightID, []*call{{ctx: ctx, req: r}}, now, time.Minute, false)
+	// A hold limit, so that its part of the path runs too (customer 0
+	// has no bookings).
+	results, err := holdBatch(ctx, tx, r.FlightID, []*call{{ctx: ctx, req: r}}, now, time.Minute,
+		booking.HoldLimit{N: 1, Window: time.Minute}, false)
 	return err == nil && len(results) == 1 && results[0].err == nil
 }

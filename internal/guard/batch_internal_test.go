@@ -59,20 +59,20 @@ func (l *batchLog) take() [][]string {
 }
 
 // A hold nobody competes with (a flight without a waiting room, a free
-// seat, a customer under the hold limit) sends Redis two scripts and
-// nothing else: the seat gate's and the hold limit's, sent at the same
-// time (each GET, SET and TIME that Redis counts runs inside them). Its
-// success sends nothing more: the seat key stays until its TTL, the
-// reservation is kept. A command added to this path shows here, and so
-// does a script Warm left out of Redis's cache (the hold would be told
-// NOSCRIPT and send it again: a second round trip in sequence).
-func TestLoneHoldSendsTwoScripts(t *testing.T) {
+// seat, a process with few holds in flight) sends Redis nothing: the seat
+// gate is for crowds, and the hold limit is the database's. Once the
+// process has more than QuietHolds holds in flight, the next one passes
+// the seat gate: one script (each GET, SET and TIME that Redis counts runs
+// inside it), by its hash, so a script Warm left out of Redis's cache
+// shows here too (the hold would be told NOSCRIPT and send it again: a
+// second round trip in sequence). A command added to either path shows.
+func TestLoneHoldSendsNothingACrowdOneScript(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
 	rdb := openTestRedis(t, RedisOptions{AutoPipeline: true, MinIdle: 1})
 	g := New(base.Archetype{Log: log, Clock: clock.System{}, Registry: prometheus.NewRegistry()},
-		Config{On: true, HoldLimit: Rate{N: 100, Window: time.Hour}, Lanes: LanesFor(4), ShedWait: 150 * time.Millisecond}, rdb, pgtest.NewPool(t))
+		Config{On: true, Lanes: LanesFor(4), ShedWait: 150 * time.Millisecond}, rdb, pgtest.NewPool(t))
 	// Redis as berth may find it, its script cache empty (a restart, or
 	// no berth before this one; the layers' scripts all fall back to
 	// sending themselves, so flushing harms no other test), then started
@@ -89,11 +89,7 @@ func TestLoneHoldSendsTwoScripts(t *testing.T) {
 	}
 	l := &batchLog{}
 	rdb.Client.AddHook(l)
-	for i := range 20 {
-		in := Intent{Customer: 9, FlightID: 1, FareClass: "ECONOMY", Seats: []string{fmt.Sprintf("%dA", i+1)}, Units: 1}
-		if err := g.Hold(ctx, in, func(context.Context) error { return nil }); err != nil {
-			t.Fatalf("hold %d: %v", i, err)
-		}
+	sent := func() []string {
 		var sent []string
 		for _, b := range l.take() {
 			for _, c := range b {
@@ -102,9 +98,47 @@ func TestLoneHoldSendsTwoScripts(t *testing.T) {
 				}
 			}
 		}
-		if len(sent) != 2 || sent[0] != "evalsha" || sent[1] != "evalsha" {
-			t.Errorf("hold %d sent %v to Redis, want two scripts (the seat gate, the hold limit)", i, sent)
+		return sent
+	}
+	seat := func(i int) Intent {
+		return Intent{Customer: int64(i), FlightID: 1, FareClass: "ECONOMY", Seats: []string{fmt.Sprintf("%dA", i+1)}, Units: 1}
+	}
+	for i := range 20 {
+		if err := g.Hold(ctx, seat(i), func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("hold %d: %v", i, err)
 		}
+		if s := sent(); len(s) != 0 {
+			t.Errorf("lone hold %d sent %v to Redis, want nothing", i, s)
+		}
+	}
+	// Four holds in flight (the default QuietHolds), each in its database
+	// call until release closes.
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	var inCall sync.WaitGroup
+	for i := range 4 {
+		inCall.Add(1)
+		wg.Go(func() {
+			_ = g.Hold(ctx, seat(100+i), func(context.Context) error { inCall.Done(); <-release; return nil })
+		})
+	}
+	inCall.Wait()
+	if s := sent(); len(s) != 0 {
+		t.Errorf("the first four holds sent %v to Redis, want nothing", s)
+	}
+	if err := g.Hold(ctx, seat(200), func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("fifth hold: %v", err)
+	}
+	if s := sent(); len(s) != 1 || s[0] != "evalsha" {
+		t.Errorf("the fifth hold in flight sent %v to Redis, want one script (the seat gate)", s)
+	}
+	close(release)
+	wg.Wait()
+	if err := g.Hold(ctx, seat(300), func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("hold after the crowd: %v", err)
+	}
+	if s := sent(); len(s) != 0 {
+		t.Errorf("a lone hold after the crowd sent %v to Redis, want nothing", s)
 	}
 }
 

@@ -26,9 +26,9 @@ func closedPort(t *testing.T) string {
 
 // Redis unreachable: berth starts, stays ready (200) and says on /readyz that
 // it serves degraded, so that a load balancer keeps it; the gate and the
-// hints step aside (the database still sells each seat once), the limits
-// fall back to this process, the waiting room admits its rate per process;
-// no 500s.
+// hints step aside (the database still sells each seat once), the request
+// limits fall back to this process, the hold limit (the database's) holds
+// exactly, the waiting room admits its rate per process; no 500s.
 func TestRedisDown(t *testing.T) {
 	t.Parallel()
 	s := start(t, "", "redis://"+closedPort(t)+"/0", "", func(c *config.Config) {
@@ -64,7 +64,7 @@ func TestRedisDown(t *testing.T) {
 		}
 	}
 
-	// The hold limit, per process now.
+	// The hold limit, which never needed Redis.
 	for _, seat := range []string{"11A", "11B", "11C"} {
 		s.Customer(7).HoldSeats(t, flightID, "ECONOMY", seat)
 	}
@@ -88,7 +88,7 @@ func TestRedisDown(t *testing.T) {
 	if got := apptest.Tally(room); got["ok"] != 2 || got["503 overloaded"] != 4 {
 		t.Errorf("waiting room without Redis at 2/s: %v, want two held and four 503 overloaded", got)
 	}
-	for _, layer := range []string{"seat_gate", "hold_limit", "request_limit", "waiting_room"} {
+	for _, layer := range []string{"seat_gate", "request_limit", "waiting_room"} {
 		if metric(t, s.App.Registry, "berth_guard_fallback_total", map[string]string{"layer": layer}) == 0 {
 			t.Errorf("no fallback counted for %s", layer)
 		}

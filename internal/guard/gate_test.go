@@ -190,9 +190,8 @@ func TestHoldLimit(t *testing.T) {
 	s.Customer(2).HoldSeats(t, flightID, "ECONOMY", "10D")
 }
 
-// The seat gate and the hold limit ask Redis at the same time, so a hold
-// the gate turns away has reserved a hold of the window too: it gives it
-// back, and the customer keeps every hold of the window.
+// The hold limit counts holds made, not attempts: a customer the gate
+// turned away keeps every hold of the window.
 func TestHoldLimitKeepsWhatTheGateTurnedAway(t *testing.T) {
 	t.Parallel()
 	redisURL, prefix := apptest.SharedRedis(t)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -24,9 +25,9 @@ type Config struct {
 	// On switches every layer (BERTH_PROTECT). Off, Guard lets everything
 	// through untouched, so the bare design can be measured beside it.
 	On bool
-	// HoldLimit and RequestLimit (BERTH_HOLD_LIMIT, BERTH_REQUEST_LIMIT);
-	// the zero Rate turns a limit off.
-	HoldLimit    Rate
+	// RequestLimit (BERTH_REQUEST_LIMIT); the zero Rate turns it off. The
+	// hold limit (BERTH_HOLD_LIMIT) is decided by the database with each
+	// hold (booking.HoldLimit), not here.
 	RequestLimit Rate
 	// AddressLimit is the per-address limit counted before authentication
 	// (BERTH_ADDRESS_LIMIT).
@@ -58,6 +59,12 @@ type Config struct {
 	// Secret is BERTH_AUTH_SECRET, from which the waiting room's signing
 	// key is derived.
 	Secret []byte
+	// QuietHolds is how many holds the process may have in flight, the
+	// new one included, for a hold to skip the seat gate (default 4;
+	// negative: none skips it). So few cannot crowd the database, which
+	// decides them anyway, and the everyday hold then costs no Redis round
+	// trip; a crowd (a sale) passes the gate.
+	QuietHolds int
 	// HoldConns is how many database connections holds may have at once
 	// (HoldConnsFor); zero: no bound.
 	HoldConns int
@@ -99,8 +106,6 @@ type Guard struct {
 	// Room is the waiting room. Its settings work even when the layers are
 	// off (an admin may prepare a sale), but nothing is enforced then.
 	Room *Room
-	// Holds is the per-customer hold limit (nil when off).
-	Holds *HoldLimiter
 	// Requests is the per-client request limit (nil when off).
 	Requests *RequestLimiter
 	// Addresses is the per-address limit, before authentication (nil
@@ -110,6 +115,8 @@ type Guard struct {
 	Tracer *AcquireTracer
 
 	lanes map[Lane]*lane
+	// holding counts the holds in flight in this process (QuietHolds).
+	holding atomic.Int64
 	// rate is the limits' go-redis/redis_rate limiter (nil when off).
 	rate *redis_rate.Limiter
 }
@@ -127,6 +134,9 @@ func New(b base.Archetype, cfg Config, rdb *Redis, pool *pgxpool.Pool) *Guard {
 	}
 	if cfg.HoldTTL > 0 {
 		cfg.SeatGateTTL = min(cfg.SeatGateTTL, cfg.HoldTTL)
+	}
+	if cfg.QuietHolds == 0 {
+		cfg.QuietHolds = 4
 	}
 	if cfg.SoldOutTTL == 0 {
 		cfg.SoldOutTTL = time.Second
@@ -167,7 +177,6 @@ func New(b base.Archetype, cfg Config, rdb *Redis, pool *pgxpool.Pool) *Guard {
 	rl := redis_rate.NewLimiter(rdb.Cmd)
 	g.rate = rl
 	g.Gate = newGate(rdb, c, cfg.SeatGateTTL, cfg.SoldOutTTL, g.m)
-	g.Holds = newHoldLimiter(rdb, rl, cfg.HoldLimit, g.m)
 	g.Requests = newRequestLimiter(rdb, rl, cfg.RequestLimit, g.m)
 	g.Addresses = newRequestLimiter(rdb, rl, cfg.AddressLimit, g.m)
 	for name, n := range cfg.Lanes {
@@ -252,8 +261,8 @@ func (g *Guard) Admit(ctx context.Context, ln Lane, client string) (context.Cont
 }
 
 // Intent describes a hold about to be asked of the database. A hold of
-// another kind (a car) leaves the flight fields zero: only the hold limit
-// and the hold lane apply to it.
+// another kind (a car) leaves the flight fields zero: only the hold lane
+// applies to it.
 type Intent struct {
 	Customer  int64
 	FlightID  int64
@@ -270,12 +279,15 @@ var errHoldPanicked = errors.New("the hold panicked")
 // Hold asks the database for the hold in (the function hold) through the
 // layers, the way pgx.BeginFunc wraps a transaction: the layers in front
 // of it first (beforeHold), then hold with the context the request runs
-// with, then the layers learn how it went: a success keeps its place in
-// the hold limit and spends the admission; a refusal, an error or a panic
-// gives back the seat keys, the hold limit's reservation and the
-// admission. It returns hold's error, a deadline berth set itself turned
-// into 503 overloaded (AsOverload), or the layers' own refusal, in which
-// case hold never ran. Off, it only runs hold.
+// with, then the layers learn how it went: a success spends the
+// admission; a refusal, an error or a panic gives back the seat keys and
+// the admission. It returns hold's error, a deadline berth set itself
+// turned into 503 overloaded (AsOverload), or the layers' own refusal, in
+// which case hold never ran. Off, it only runs hold.
+//
+// The per-customer hold limit is not a layer here: the database decides
+// it in the hold's own transaction (booking.HoldLimit), and its 429 comes
+// back as hold's error.
 func (g *Guard) Hold(ctx context.Context, in Intent, hold func(context.Context) error) error {
 	p, err := g.beforeHold(ctx, in)
 	if err != nil {
@@ -296,12 +308,12 @@ func (g *Guard) Hold(ctx context.Context, in Intent, hold func(context.Context) 
 // holdPass is a hold let through the layers; done must be called with the
 // database's answer.
 type holdPass struct {
-	g     *Guard
-	h     Intent
-	gate  *gatePass
-	adm   *admission
-	limit *holdTicket // the hold reserved against the customer's limit
-	leave func()      // the hold lane's slot
+	g       *Guard
+	h       Intent
+	gate    *gatePass
+	adm     *admission
+	leave   func() // the hold lane's slot
+	counted bool   // counted in g.holding
 }
 
 // beforeHold runs the layers in front of a hold, cheapest first, and
@@ -312,9 +324,8 @@ type holdPass struct {
 //   - the sold-out hint: 409 sold_out when the class was just found full;
 //   - the seat gate: 409 seat_unavailable when another request is holding
 //     one of the seats right now (all the seats' keys are taken at once or
-//     none);
-//   - the hold limit: 429 rate_limited with Retry-After (one hold of the
-//     window is reserved at once, given back if the hold fails);
+//     none); skipped while the process has at most Config.QuietHolds
+//     holds in flight;
 //   - the admission token is then claimed (spent once);
 //   - last, a slot of the hold lane: 503 overloaded when none frees within
 //     ShedWait.
@@ -325,13 +336,8 @@ func (g *Guard) beforeHold(ctx context.Context, h Intent) (*holdPass, error) {
 	if !g.On() {
 		return p, nil
 	}
-	var err error
 	if h.FlightID == 0 {
-		if p.limit, err = g.Holds.Take(ctx, h.Customer); err != nil {
-			return nil, err
-		}
 		if err := p.enterLane(ctx); err != nil {
-			p.undo(ctx)
 			return nil, err
 		}
 		return p, nil
@@ -356,42 +362,22 @@ func (g *Guard) beforeHold(ctx context.Context, h Intent) (*holdPass, error) {
 			tok = &t
 		}
 	}
-	// The seat gate and the hold limit ask Redis at the same time, so that
-	// a hold waits for one round trip instead of two; what this process
-	// already knows the gate refuses is refused first, costing Redis
-	// nothing. A hold the gate refuses gives its reservation back, one the
-	// limit refuses its seat keys.
+	// What this process already knows the gate refuses is refused first,
+	// costing Redis nothing; then the gate itself, unless the process is
+	// quiet.
 	if err := g.Gate.inProcess(h.FlightID, h.FareClass, h.Seats, h.Units); err != nil {
 		return nil, err
 	}
-	var (
-		limit    *holdTicket
-		limitErr error
-		took     = make(chan struct{})
-	)
-	if g.Holds == nil {
-		close(took)
-	} else {
-		go func() {
-			defer close(took)
-			limit, limitErr = g.Holds.Take(ctx, h.Customer)
-		}()
+	p.counted = true
+	if g.holding.Add(1) > int64(g.cfg.QuietHolds) {
+		if p.gate, err = g.Gate.enter(ctx, h.FlightID, h.FareClass, h.Seats, h.Units); err != nil {
+			p.undo(ctx)
+			return nil, err
+		}
 	}
-	p.gate, err = g.Gate.enter(ctx, h.FlightID, h.FareClass, h.Seats, h.Units)
-	<-took
-	if err != nil {
-		g.Holds.Give(ctx, limit)
-		return nil, err
-	}
-	if limitErr != nil {
-		g.Gate.release(ctx, p.gate)
-		return nil, limitErr
-	}
-	p.limit = limit
 	if tok != nil {
 		if p.adm, err = g.Room.claim(ctx, *tok); err != nil {
-			g.Gate.release(ctx, p.gate)
-			g.Holds.Give(ctx, p.limit)
+			p.undo(ctx)
 			// A used admission buys no second hold: back to the queue.
 			if err := g.Room.queue(ctx, h.FlightID, h.Customer, per, g.clock.Now()); err != nil {
 				return nil, err
@@ -422,17 +408,19 @@ func (p *holdPass) enterLane(ctx context.Context) error {
 
 // undo gives back what beforeHold took when the hold is not asked after all.
 func (p *holdPass) undo(ctx context.Context) {
+	if p.counted {
+		p.counted = false
+		p.g.holding.Add(-1)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	p.g.Gate.release(ctx, p.gate)
-	p.g.Holds.Give(ctx, p.limit)
 	p.g.Room.done(ctx, p.adm, false)
 }
 
 // done finishes a hold with the database's answer (nil when it was held):
-// a success keeps its place in the hold limit and spends the admission; a
-// refusal gives back the seat keys, the hold limit's reservation and the
-// admission, and a sold_out is remembered as the class's hint.
+// a success spends the admission; a refusal gives back the seat keys and
+// the admission, and a sold_out is remembered as the class's hint.
 func (p *holdPass) done(ctx context.Context, holdErr error) {
 	g := p.g
 	if !g.On() {
@@ -440,6 +428,13 @@ func (p *holdPass) done(ctx context.Context, holdErr error) {
 	}
 	if p.leave != nil {
 		p.leave()
+	}
+	if p.counted {
+		p.counted = false
+		g.holding.Add(-1)
+	}
+	if fault.Is(holdErr, fault.RateLimited) {
+		g.m.turnedAway.WithLabelValues("hold_limit").Inc()
 	}
 	// The answer is already decided: finish even if the client has gone.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -449,7 +444,6 @@ func (p *holdPass) done(ctx context.Context, holdErr error) {
 		return
 	}
 	g.Gate.release(ctx, p.gate)
-	g.Holds.Give(ctx, p.limit)
 	g.Room.done(ctx, p.adm, false)
 	if fault.Is(holdErr, fault.SoldOut) && p.h.FlightID != 0 {
 		g.Gate.soldOutSeen(ctx, p.h.FlightID, p.h.FareClass, p.h.Units)
@@ -472,7 +466,7 @@ func (g *Guard) Ready(ctx context.Context) error {
 }
 
 // scripts are the layers' own Lua scripts, loaded into Redis by Warm.
-var scripts = []*redis.Script{gateEnter, gateRelease, hintSet, holdRefund, roomTicket, roomFront, roomSpent}
+var scripts = []*redis.Script{gateEnter, gateRelease, hintSet, roomTicket, roomFront, roomSpent}
 
 // Warm readies the layers before the first request: the waiting rooms'
 // settings are loaded, and the layers' scripts are in Redis's script cache,

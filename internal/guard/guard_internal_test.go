@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/clock"
@@ -188,44 +189,40 @@ func TestLimitListener(t *testing.T) {
 	}
 }
 
-// A hold of another kind (a car) passes only the hold limit and the lane.
+// A hold of another kind (a car) passes only the lane: its answer, a
+// refusal or the database's hold limit included, is the hold's own, and a
+// 429 from the database is counted as the hold limit's.
 func TestHoldOtherKind(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
 	rdb := openTestRedis(t, RedisOptions{})
-	g := New(base.Archetype{Log: log, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)), Registry: prometheus.NewRegistry()},
-		Config{On: true, HoldLimit: Rate{N: 2, Window: time.Hour}, Lanes: LanesFor(4), ShedWait: 150 * time.Millisecond}, rdb, nil)
-	taken := fault.New(fault.CarUnavailable, "taken")
-	hold := func(ok bool) error {
-		return g.Hold(ctx, Intent{Customer: 5}, func(context.Context) error {
-			if ok {
-				return nil
-			}
-			return taken
-		})
-	}
-	for i, ok := range []bool{false, true, false, true} {
-		if err := hold(ok); err != nil && err != taken { //nolint:errorlint // the very same error
-			t.Fatalf("hold %d: %v", i+1, err)
+	reg := prometheus.NewRegistry()
+	g := New(base.Archetype{Log: log, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)), Registry: reg},
+		Config{On: true, Lanes: map[Lane]int{LaneHold: 1}, ShedWait: 150 * time.Millisecond}, rdb, nil)
+	limited := fault.New(fault.RateLimited, "at most 3 holds per 15m0s")
+	for i, want := range []error{nil, fault.New(fault.CarUnavailable, "taken"), limited, nil} {
+		if err := g.Hold(ctx, Intent{Customer: 5}, func(context.Context) error { return want }); err != want { //nolint:errorlint // the very same error
+			t.Fatalf("hold %d: %v, want %v", i+1, err, want)
 		}
 	}
-	if err := hold(true); fault.CodeOf(err) != fault.RateLimited {
-		t.Errorf("third successful hold: %v, want rate_limited", err)
+	var m dto.Metric
+	if err := g.m.turnedAway.WithLabelValues("hold_limit").Write(&m); err != nil || m.GetCounter().GetValue() != 1 {
+		t.Errorf("holds counted as turned away by the hold limit: %v (%v), want 1", m.GetCounter().GetValue(), err)
 	}
 }
 
 // Hold gives back everything its layers took when the hold returns an
-// error or panics: the seat's gate key, the hold limit's reservation and
-// the hold lane's slot. Then a hold of the same seat by the same customer
-// passes, and only a real hold keeps them.
+// error or panics: the seat's gate key and the hold lane's slot. Then a
+// hold of the same seat passes, and only a real hold keeps its key.
 func TestHoldGivesBackWhenTheHoldFailsOrPanics(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
 	rdb := openTestRedis(t, RedisOptions{})
+	// Every hold passes the gate (QuietHolds < 0), so that its keys are set.
 	g := New(base.Archetype{Log: log, Clock: clock.NewFake(time.Unix(1_800_000_000, 0)), Registry: prometheus.NewRegistry()},
-		Config{On: true, HoldLimit: Rate{N: 1, Window: time.Hour}, Lanes: map[Lane]int{LaneHold: 1}, ShedWait: 150 * time.Millisecond}, rdb, pgtest.NewPool(t))
+		Config{On: true, QuietHolds: -1, Lanes: map[Lane]int{LaneHold: 1}, ShedWait: 150 * time.Millisecond}, rdb, pgtest.NewPool(t))
 	seat := func(customer int64, s string) Intent {
 		return Intent{Customer: customer, FlightID: 9, FareClass: "ECONOMY", Seats: []string{s}, Units: 1}
 	}
@@ -243,15 +240,14 @@ func TestHoldGivesBackWhenTheHoldFailsOrPanics(t *testing.T) {
 		t.Fatalf("a panicking hold: recovered %v, want the panic to go on", panicked)
 	}
 	if err := g.Hold(ctx, seat(7, "1A"), func(context.Context) error { return nil }); err != nil {
-		t.Fatalf("the same seat after a refusal and a panic: %v, want it held (gate key, hold limit and lane slot given back)", err)
+		t.Fatalf("the same seat after a refusal and a panic: %v, want it held (gate key and lane slot given back)", err)
 	}
-	// What a real hold took is kept: the seat's gate key and the customer's
-	// one hold of the window.
+	// What a real hold took is kept: the seat's gate key.
 	if err := g.Hold(ctx, seat(8, "1A"), func(context.Context) error { return nil }); fault.CodeOf(err) != fault.SeatUnavailable {
 		t.Errorf("the held seat for another customer: %v, want seat_unavailable from the gate", err)
 	}
-	if err := g.Hold(ctx, seat(7, "2A"), func(context.Context) error { return nil }); fault.CodeOf(err) != fault.RateLimited {
-		t.Errorf("a second hold of the customer: %v, want rate_limited", err)
+	if n := g.holding.Load(); n != 0 {
+		t.Errorf("%d holds counted in flight after all finished, want 0", n)
 	}
 }
 

@@ -8,15 +8,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/config"
 )
 
 // start runs berth with the surge layers on a Redis shared with nobody
-// else (its own key prefix) and the settings mut changes.
+// else (its own key prefix) and the settings mut changes. Every hold
+// passes the seat gate, even one the process would let skip it for being
+// quiet (guard.Config.QuietHolds), so that the gate is what these tests
+// see.
 func start(t *testing.T, dbURL, redisURL, prefix string, mut func(*config.Config)) *apptest.Server {
 	t.Helper()
-	return apptest.Start(t, apptest.Options{DatabaseURL: dbURL, RedisURL: redisURL, RedisPrefix: prefix, Config: mut})
+	return apptest.Start(t, apptest.Options{DatabaseURL: dbURL, RedisURL: redisURL, RedisPrefix: prefix, Config: mut,
+		App: func(o *app.Options) { o.QuietHolds = -1 }})
 }
 
 // metric sums the series of the counter or gauge name whose labels include

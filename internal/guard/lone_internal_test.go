@@ -18,22 +18,22 @@ import (
 // one caller, one seat at a time on a flight without a waiting room,
 // against the test Redis (auto-pipelined, as berth runs it). The hold
 // itself does nothing, so the time is the layers' alone; p50-us is the
-// median of Guard.Hold. limit has the hold limit on (too high to refuse
-// anyone), as berth runs; no-limit only the seat gate, so the two side by
-// side show what the hold limit's script, sent beside the gate's, adds.
+// median of Guard.Hold. quiet is berth as it runs (a lone hold skips the
+// seat gate); gate has every hold pass the gate (QuietHolds < 0), which
+// is what each hold of a crowd pays.
 //
 //	./scripts/testenv.sh go test -run '^$' -bench LoneHold -benchtime 3000x ./internal/guard/
 func BenchmarkLoneHold(b *testing.B) {
-	b.Run("limit", func(b *testing.B) { benchLoneHold(b, Rate{N: 1 << 30, Window: 15 * time.Minute}) })
-	b.Run("no-limit", func(b *testing.B) { benchLoneHold(b, Rate{}) })
+	b.Run("quiet", func(b *testing.B) { benchLoneHold(b, 0) })
+	b.Run("gate", func(b *testing.B) { benchLoneHold(b, -1) })
 }
 
-func benchLoneHold(b *testing.B, limit Rate) {
+func benchLoneHold(b *testing.B, quiet int) {
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
 	rdb := openTestRedis(b, RedisOptions{AutoPipeline: true})
 	g := New(base.Archetype{Log: log, Clock: clock.System{}, Registry: prometheus.NewRegistry()},
-		Config{On: true, HoldLimit: limit, Lanes: LanesFor(16),
+		Config{On: true, QuietHolds: quiet, Lanes: LanesFor(16),
 			ShedWait: 150 * time.Millisecond, HoldTTL: 10 * time.Minute}, rdb, nil)
 	// No database here: a view of the rooms' settings (none on) that stays fresh.
 	g.Room.settings.Store(&roomSnapshot{rooms: map[int64]int{}, loaded: time.Now().Add(time.Hour)})

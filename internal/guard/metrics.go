@@ -21,7 +21,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"layer"}),
 		turnedAway: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_guard_turned_away_total",
-			Help: "Requests turned away before the database, by reason (waiting_room, sold_out_hint, seat_gate, hold_limit, request_limit, shed_<lane>, shed_acquire, …).",
+			Help: "Requests turned away before the database, by reason (waiting_room, sold_out_hint, seat_gate, hold_limit (decided by the database), request_limit, shed_<lane>, shed_acquire, …).",
 		}, []string{"reason"}),
 		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_guard_fallback_total",

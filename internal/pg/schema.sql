@@ -125,7 +125,26 @@ CREATE FUNCTION public.flight_booking_view(b public.booking) RETURNS jsonb
     LANGUAGE sql STABLE
     RETURN jsonb_strip_nulls(jsonb_build_object('bookingId', (b).id, 'kind', (b).kind, 'status', (b).status, 'customerId', (b).customer_id, 'amount', (b).amount, 'currency', (b).currency, 'holdExpiresAt', CASE WHEN ((b).status = 'HELD'::text) THEN public.json_time((b).hold_expires_at) ELSE NULL::text END, 'flightId', (b).flight_id, 'fareClass', (b).fare_class, 'seats', CASE WHEN (cardinality((b).seats) > 0) THEN to_jsonb((b).seats) ELSE NULL::jsonb END, 'quantity', NULLIF((b).quantity, 0), 'paymentUrl', CASE WHEN ((b).status = 'HELD'::text) THEN (('/bookings/'::text || (b).id) || '/payments'::text) ELSE NULL::text END, 'refundAmount', (b).refund_amount, 'refundStatus', NULLIF((b).refund_status, ''::text), 'cancelReason', NULLIF((b).cancel_reason, ''::text), 'version', (b).version, 'createdAt', public.json_time((b).created_at), 'updatedAt', public.json_time((b).updated_at)));
 
-CREATE FUNCTION public.hold_flight(p_flight bigint, p_now timestamp with time zone, p_ttl interval, p_customers bigint[], p_classes text[], p_seats text[], p_units integer[], p_key_callers bigint[], p_keys text[], p_leases uuid[], p_lock_first boolean) RETURNS TABLE(o_ord integer, o_code text, o_detail text, o_booking public.booking)
+CREATE FUNCTION public.hold_allowance(p_customers bigint[], p_now timestamp with time zone, p_limit integer, p_window interval) RETURNS TABLE(o_customer bigint, o_left integer, o_retry interval)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    k integer;
+BEGIN
+    FOR k IN SELECT DISTINCT hashint8(c) FROM unnest(p_customers) AS c ORDER BY 1 LOOP
+        -- 1650815604 is "bert" in ASCII: this lock's class.
+        PERFORM pg_advisory_xact_lock(1650815604, k);
+    END LOOP;
+    RETURN QUERY
+    SELECT d.c, p_limit - count(r.created_at)::integer, coalesce(min(r.created_at), p_now) + p_window - p_now
+    FROM (SELECT DISTINCT c FROM unnest(p_customers) AS c) AS d
+    LEFT JOIN LATERAL (SELECT b.created_at FROM booking b WHERE b.customer_id = d.c
+                       ORDER BY b.id DESC LIMIT p_limit) AS r ON r.created_at > p_now - p_window
+    GROUP BY d.c;
+END
+$$;
+
+CREATE FUNCTION public.hold_flight(p_flight bigint, p_now timestamp with time zone, p_ttl interval, p_customers bigint[], p_classes text[], p_seats text[], p_units integer[], p_key_callers bigint[], p_keys text[], p_leases uuid[], p_lock_first boolean, p_limit integer, p_window interval) RETURNS TABLE(o_ord integer, o_code text, o_detail text, o_booking public.booking)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -190,6 +209,11 @@ DECLARE
     v_many       boolean := false;
     v_key_total  integer := 0;
     v_applied    boolean := false;
+    -- the hold limit: what each of the batch's customers has left
+    h_customer  bigint[];
+    h_left      integer[];
+    h_retry     interval[];
+    hi          integer;
 BEGIN
     -- The flight and the requested fares in one statement.
     SELECT f.departure_at, array_agg(fi.fare_class), array_agg(fi.price), array_agg(fi.currency), array_agg(fi.refund_rule),
@@ -205,6 +229,12 @@ BEGIN
         RETURN;
     END IF;
     v_expires := least(p_now + p_ttl, v_departure);
+
+    IF p_limit > 0 THEN
+        SELECT array_agg(a.o_customer), array_agg(a.o_left), array_agg(a.o_retry)
+        INTO h_customer, h_left, h_retry
+        FROM hold_allowance(p_customers, p_now, p_limit, p_window) AS a;
+    END IF;
 
     -- A flight without any of the classes: no fare at all.
     c_class := array_remove(c_class, NULL);
@@ -314,6 +344,15 @@ BEGIN
         IF p_key_callers[i] IS NOT NULL AND NOT (i = ANY (coalesce(v_keys_ok, '{}'))) THEN
             v_code[i] := 'key_in_use';
             CONTINUE;
+        END IF;
+        IF h_customer IS NOT NULL THEN
+            hi := array_position(h_customer, p_customers[i]);
+            IF h_left[hi] <= 0 THEN
+                v_code[i] := 'hold_limit';
+                v_detail[i] := ceil(extract(epoch FROM h_retry[hi]))::text;
+                CONTINUE;
+            END IF;
+            h_left[hi] := h_left[hi] - 1;
         END IF;
         v_moved := v_moved OR v_quota IS DISTINCT FROM b_quota;
         b_quota := v_quota;

@@ -127,7 +127,7 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 	var expired []*booking.Booking
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		if b, expired, err = HoldTx(ctx, tx, s.life, r, s.clock.Now(), s.holdTTL); err != nil {
+		if b, expired, err = HoldTx(ctx, tx, s.life, r, s.clock.Now(), s.holdTTL, s.holdLimit); err != nil {
 			return err
 		}
 		return pg.RecordEffect(ctx, tx, booking.EffectOf(b.ID))
@@ -158,10 +158,17 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 // which PostgreSQL can only resolve by aborting one of them as a deadlock
 // a second later.
 //
+// Before all that, the customer's hold limit is decided (limit.Allowance,
+// whose lock every hold takes first).
+//
 // It returns the new booking and the stale holds it expired, whose release
 // the caller tells life.Released once tx has committed. Returns
-// fault.ValidationFailed (unknown car) or fault.CarUnavailable.
-func HoldTx(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldRequest, now time.Time, ttl time.Duration) (*booking.Booking, []*booking.Booking, error) {
+// fault.ValidationFailed (unknown car), fault.RateLimited or
+// fault.CarUnavailable.
+func HoldTx(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldRequest, now time.Time, ttl time.Duration, limit booking.HoldLimit) (*booking.Booking, []*booking.Booking, error) {
+	if err := limit.Allowance(ctx, tx, r.CustomerID, now); err != nil {
+		return nil, nil, err
+	}
 	var (
 		hostID, daily, deposit int64
 		currency               string

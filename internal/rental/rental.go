@@ -22,11 +22,12 @@ import (
 
 // Service lists, finds and holds cars.
 type Service struct {
-	pool    *pgxpool.Pool
-	clock   clock.Clock
-	life    *booking.Lifecycle
-	holdTTL time.Duration
-	turns   *turns // nil: every hold goes straight to its transaction
+	pool      *pgxpool.Pool
+	clock     clock.Clock
+	life      *booking.Lifecycle
+	holdTTL   time.Duration
+	holdLimit booking.HoldLimit
+	turns     *turns // nil: every hold goes straight to its transaction
 
 	searches *cache.Cache[*SearchResult]
 	cities   *cache.Cache[[]City]
@@ -34,7 +35,10 @@ type Service struct {
 
 // Config tunes a Service.
 type Config struct {
-	HoldTTL   time.Duration // how long a hold lasts (BERTH_CAR_HOLD_TTL)
+	HoldTTL time.Duration // how long a hold lasts (BERTH_CAR_HOLD_TTL)
+	// HoldLimit is the per-customer hold limit (BERTH_HOLD_LIMIT; zero:
+	// none), shared with flight holds.
+	HoldLimit booking.HoldLimit
 	SearchTTL time.Duration // how stale a search may be (30–60 s)
 	// MaxCacheKeys bounds the cached searches (city and period pairs).
 	MaxCacheKeys int
@@ -53,12 +57,13 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 		cfg.MaxCacheKeys = 5000
 	}
 	s := &Service{
-		pool:     pool,
-		clock:    c,
-		life:     life,
-		holdTTL:  cfg.HoldTTL,
-		searches: cache.New[*SearchResult](cfg.SearchTTL, cfg.MaxCacheKeys),
-		cities:   cache.New[[]City](time.Minute, 1),
+		pool:      pool,
+		clock:     c,
+		life:      life,
+		holdTTL:   cfg.HoldTTL,
+		holdLimit: cfg.HoldLimit,
+		searches:  cache.New[*SearchResult](cfg.SearchTTL, cfg.MaxCacheKeys),
+		cities:    cache.New[[]City](time.Minute, 1),
 	}
 	if cfg.Queue {
 		s.turns = newTurns()

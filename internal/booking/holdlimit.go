@@ -1,0 +1,74 @@
+package booking
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"berth.dev/berth/internal/fault"
+)
+
+// HoldLimit is how many holds one customer may make per window
+// (BERTH_HOLD_LIMIT, 3 per 15 minutes by default); N = 0 is no limit.
+//
+// The database decides it, in the hold's own transaction (the SQL function
+// hold_allowance): a per-customer lock puts two holds of one customer one
+// after the other, and the customer's bookings made within the window are
+// counted. So it is exact across processes, and a hold costs no round trip
+// besides its own. It counts holds that were made, not attempts: in a flash
+// sale most attempts lose (seat taken, sold out), and counting them would
+// lock out exactly the customers who keep trying.
+type HoldLimit struct {
+	N      int
+	Window time.Duration
+}
+
+// Off reports whether there is no limit.
+func (l HoldLimit) Off() bool { return l.N <= 0 || l.Window <= 0 }
+
+// Args are the limit as the SQL functions take it: p_limit (0 when off) and
+// p_window.
+func (l HoldLimit) Args() (int32, pgtype.Interval) {
+	if l.Off() {
+		return 0, pgtype.Interval{Valid: true}
+	}
+	return int32(min(l.N, 1<<30)), pgtype.Interval{Microseconds: l.Window.Microseconds(), Valid: true}
+}
+
+// Refused is the 429 rate_limited answer for a hold over the limit; retry
+// is the seconds until the customer may hold again, as the database gave
+// them.
+func (l HoldLimit) Refused(retry string) error {
+	e := fault.New(fault.RateLimited, "at most %d holds per %s; try again later", l.N, l.Window)
+	secs, err := strconv.Atoi(retry)
+	if err != nil {
+		secs = int(l.Window / time.Second)
+	}
+	e.RetryAfter = max(time.Duration(secs)*time.Second, time.Second)
+	return e
+}
+
+// Allowance asks the database, within tx, whether customer may make one
+// more hold at now, taking the customer's hold-limit lock until tx ends
+// (before any other lock of tx). It returns l.Refused when not, nil when
+// the limit is off.
+func (l HoldLimit) Allowance(ctx context.Context, tx Querier, customer int64, now time.Time) error {
+	if l.Off() {
+		return nil
+	}
+	n, window := l.Args()
+	var left int
+	var retry float64
+	err := tx.QueryRow(ctx, `SELECT o_left, ceil(extract(epoch FROM o_retry))
+		FROM hold_allowance(ARRAY[$1::bigint], $2, $3, $4)`, customer, now, n, window).Scan(&left, &retry)
+	if err != nil {
+		return fmt.Errorf("hold limit of customer %d: %w", customer, err)
+	}
+	if left <= 0 {
+		return l.Refused(strconv.Itoa(int(retry)))
+	}
+	return nil
+}
