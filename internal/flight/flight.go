@@ -138,16 +138,16 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 		reads = func() *pgxpool.Pool { return pool }
 	}
 	s := &Service{
-		pool:     pool,
-		reads:    reads,
-		clock:    c,
-		log:      cfg.Log,
+		pool:      pool,
+		reads:     reads,
+		clock:     c,
+		log:       cfg.Log,
 		holdTTL:   cfg.HoldTTL,
 		holdLimit: cfg.HoldLimit,
-		offerTTL: cfg.OfferTTL,
-		buckets:  cfg.Buckets,
-		seatMaps: cache.New[*SeatMap](cfg.SeatMapTTL, cfg.MaxCacheKey),
-		searches: cache.New[[]*Flight](cfg.SearchTTL, cfg.MaxCacheKey),
+		offerTTL:  cfg.OfferTTL,
+		buckets:   cfg.Buckets,
+		seatMaps:  cache.New[*SeatMap](cfg.SeatMapTTL, cfg.MaxCacheKey),
+		searches:  cache.New[[]*Flight](cfg.SearchTTL, cfg.MaxCacheKey),
 	}
 	if cfg.Coalesce {
 		s.coalescer = newCoalescer(s, cfg.MaxBatch, cfg.Flushes, cfg.Linger, cfg.QueueWait, cfg.Registry)
