@@ -3,7 +3,6 @@ package booking
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -38,15 +37,10 @@ func (l HoldLimit) Args() (int32, pgtype.Interval) {
 	return int32(min(l.N, 1<<30)), pgtype.Interval{Microseconds: l.Window.Microseconds(), Valid: true}
 }
 
-// Refused is the 429 rate_limited answer for a hold over the limit; retry
-// is the seconds until the customer may hold again, as the database gave
-// them.
-func (l HoldLimit) Refused(retry string) error {
+// Refused is the 429 rate_limited answer for a hold over the limit; secs
+// is how long until the customer may hold again, as the database gave it.
+func (l HoldLimit) Refused(secs int) error {
 	e := fault.New(fault.RateLimited, "at most %d holds per %s; try again later", l.N, l.Window)
-	secs, err := strconv.Atoi(retry)
-	if err != nil {
-		secs = int(l.Window / time.Second)
-	}
 	e.RetryAfter = max(time.Duration(secs)*time.Second, time.Second)
 	return e
 }
@@ -60,15 +54,14 @@ func (l HoldLimit) Allowance(ctx context.Context, tx Querier, customer int64, no
 		return nil
 	}
 	n, window := l.Args()
-	var left int
-	var retry float64
-	err := tx.QueryRow(ctx, `SELECT o_left, ceil(extract(epoch FROM o_retry))
+	var left, retry int
+	err := tx.QueryRow(ctx, `SELECT o_left, ceil(extract(epoch FROM o_retry))::integer
 		FROM hold_allowance(ARRAY[$1::bigint], $2, $3, $4)`, customer, now, n, window).Scan(&left, &retry)
 	if err != nil {
 		return fmt.Errorf("hold limit of customer %d: %w", customer, err)
 	}
 	if left <= 0 {
-		return l.Refused(strconv.Itoa(int(retry)))
+		return l.Refused(retry)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package flight
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -149,7 +150,11 @@ func holdError(r HoldRequest, limit booking.HoldLimit, code, detail string) erro
 	case "key_in_use":
 		return pg.KeyTakenOver()
 	case "hold_limit":
-		return limit.Refused(detail)
+		secs, err := strconv.Atoi(detail)
+		if err != nil {
+			secs = int(limit.Window / time.Second)
+		}
+		return limit.Refused(secs)
 	}
 	return fmt.Errorf("hold on flight %d: unknown answer %q", r.FlightID, code)
 }

@@ -408,14 +408,19 @@ func (p *holdPass) enterLane(ctx context.Context) error {
 
 // undo gives back what beforeHold took when the hold is not asked after all.
 func (p *holdPass) undo(ctx context.Context) {
-	if p.counted {
-		p.counted = false
-		p.g.holding.Add(-1)
-	}
+	p.uncount()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	p.g.Gate.release(ctx, p.gate)
 	p.g.Room.done(ctx, p.adm, false)
+}
+
+// uncount takes the hold out of the process's holds in flight, once.
+func (p *holdPass) uncount() {
+	if p.counted {
+		p.counted = false
+		p.g.holding.Add(-1)
+	}
 }
 
 // done finishes a hold with the database's answer (nil when it was held):
@@ -429,10 +434,7 @@ func (p *holdPass) done(ctx context.Context, holdErr error) {
 	if p.leave != nil {
 		p.leave()
 	}
-	if p.counted {
-		p.counted = false
-		g.holding.Add(-1)
-	}
+	p.uncount()
 	if fault.Is(holdErr, fault.RateLimited) {
 		g.m.turnedAway.WithLabelValues("hold_limit").Inc()
 	}
