@@ -3,6 +3,7 @@ package flight
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"fmt"
 	"sync/atomic"
@@ -330,5 +331,56 @@ func TestHeldEventIsTheBookingsView(t *testing.T) {
 				t.Errorf("booking %d: event payload\n%s\nwant (booking.View)\n%s", b.ID, got, want)
 			}
 		}
+	}
+}
+
+// The hold limit counts the customer's holds of the window, those made
+// earlier in the same batch included; a request over it is refused alone
+// (the others of the batch are held), with the time until the oldest hold
+// of the window leaves it, and the window moving on lets the customer hold
+// again.
+func TestHoldLimitCountsTheBatch(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
+	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 20})
+	limit := booking.HoldLimit{N: 2, Window: 15 * time.Minute}
+	ctx := context.Background()
+	hold := func(now time.Time, customers ...int64) []result {
+		t.Helper()
+		reqs := make([]HoldRequest, len(customers))
+		for i, c := range customers {
+			reqs[i] = HoldRequest{CustomerID: c, FlightID: id, FareClass: "ECONOMY", Quantity: 1}
+		}
+		results, err := holdBatch(ctx, pool, id, calls(reqs), now, 10*time.Minute, limit, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return results
+	}
+	if r := hold(epoch, 1); r[0].err != nil {
+		t.Fatalf("first hold: %v", r[0].err)
+	}
+	got := hold(epoch.Add(5*time.Minute), 1, 2, 1, 1, 2)
+	want := []fault.Code{"", "", fault.RateLimited, fault.RateLimited, ""}
+	for i, r := range got {
+		if fault.CodeOf(r.err) != want[i] || (r.err == nil) != (r.b != nil) {
+			t.Errorf("request %d: booking %v err %v, want code %q", i, r.b != nil, r.err, want[i])
+		}
+	}
+	var e *fault.Error
+	if !errors.As(got[2].err, &e) || e.RetryAfter != 10*time.Minute {
+		t.Errorf("refusal %v, want Retry-After 10m: the first hold leaves the window 15m after it was made", got[2].err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM booking WHERE customer_id = 1`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("customer 1 has %d bookings, want the limit's 2", n)
+	}
+	// 15 minutes after the first hold it has left the window: one more fits.
+	if r := hold(epoch.Add(15*time.Minute+time.Second), 1, 1); r[0].err != nil || !fault.Is(r[1].err, fault.RateLimited) {
+		t.Errorf("after the first hold left the window: %v / %v, want one held and one rate_limited", r[0].err, r[1].err)
 	}
 }
