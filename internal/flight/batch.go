@@ -12,6 +12,7 @@ import (
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
 )
 
@@ -39,8 +40,10 @@ type result struct {
 // buckets are locked before the decision instead; without it, a decision
 // the locked buckets no longer bear out raises errBucketsMoved and writes
 // nothing. $12 and $13 are the hold limit (booking.HoldLimit.Args), decided
-// per customer before any other lock.
-const holdSQL = `SELECT h.o_code, h.o_detail, ` + booking.Columns + `
+// per customer before any other lock. It writes booking.held events, which
+// its text does not show: outbox.WritesMark says so, so that a hold sent
+// on its own (committing by itself) wakes this process's relays at once.
+const holdSQL = outbox.WritesMark + `SELECT h.o_code, h.o_detail, ` + booking.Columns + `
 	FROM hold_flight($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::uuid[], $11, $12, $13) AS h
 	CROSS JOIN LATERAL (SELECT (h.o_booking).*) AS x
 	ORDER BY h.o_ord`

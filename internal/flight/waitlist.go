@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
 )
 
@@ -200,7 +201,7 @@ func (s *Service) LeaveWaitlist(ctx context.Context, customer, id int64) (*WaitE
 // quantity booking until now + ttl (never past departure), with the events
 // booking.held and waitlist.offered.
 func offerFreed(ctx context.Context, tx pgx.Tx, flightID int64, class string, now time.Time, ttl time.Duration) error {
-	if _, err := tx.Exec(ctx, `SELECT offer_freed($1, $2, $3, $4)`, flightID, class, now, ttl); err != nil {
+	if _, err := tx.Exec(ctx, outbox.WritesMark+`SELECT offer_freed($1, $2, $3, $4)`, flightID, class, now, ttl); err != nil {
 		return fmt.Errorf("offer to the waitlist of flight %d: %w", flightID, err)
 	}
 	return nil

@@ -15,8 +15,15 @@ import (
 // listening session a transaction to read it.
 const WakeLocalParam = "berth.wake_local"
 
+// WritesMark begins a statement that writes outbox events without saying
+// so in its own text (a call of a database function that inserts them,
+// such as hold_flight), so that a CommitWaker sees it.
+const WritesMark = "/* writes outbox events */ "
+
 // CommitWaker is a pool tracer that calls the wake function set with Set
-// after each transaction that inserted outbox events commits on the pool.
+// after each transaction that inserted outbox events commits on the pool:
+// at its COMMIT, or, for a statement sent outside a transaction (which
+// commits by itself), when the statement succeeded.
 type CommitWaker struct {
 	wake  atomic.Pointer[func()]
 	wrote sync.Map // *pgx.Conn → struct{}: the open transaction wrote events
@@ -26,9 +33,14 @@ type CommitWaker struct {
 // block).
 func (w *CommitWaker) Set(wake func()) { w.wake.Store(&wake) }
 
-// saw notes an outbox insert in sql (lower case).
+// writes reports whether sql (lower case) writes outbox events.
+func writes(sql string) bool {
+	return strings.Contains(sql, "insert into outbox") || strings.HasPrefix(sql, WritesMark)
+}
+
+// saw notes an outbox insert in sql (lower case) of conn's open transaction.
 func (w *CommitWaker) saw(conn *pgx.Conn, sql string) {
-	if strings.Contains(sql, "insert into outbox") {
+	if writes(sql) {
 		w.wrote.Store(conn, struct{}{})
 	}
 }
@@ -43,6 +55,11 @@ func (w *CommitWaker) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx
 		if _, ok := w.wrote.LoadAndDelete(conn); ok {
 			return context.WithValue(ctx, commitKey{}, true)
 		}
+	case conn.PgConn().TxStatus() == 'I':
+		// No transaction open: the statement commits by itself.
+		if writes(sql) {
+			return context.WithValue(ctx, commitKey{}, true)
+		}
 	default:
 		w.saw(conn, sql)
 	}
@@ -51,7 +68,8 @@ func (w *CommitWaker) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx
 
 type commitKey struct{}
 
-// TraceQueryEnd wakes after a commit of events that succeeded.
+// TraceQueryEnd wakes after a commit of events that succeeded (a COMMIT,
+// or a statement that committed by itself).
 func (w *CommitWaker) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
 	if ok, _ := ctx.Value(commitKey{}).(bool); ok && d.Err == nil {
 		if f := w.wake.Load(); f != nil {

@@ -74,7 +74,33 @@ func TestLocalCommitsWakeWithoutNotify(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a local commit of a pipelined event did not wake the relays")
 	}
-	// No events, or rolled back: nothing.
+	// A statement sent outside a transaction commits by itself: one that
+	// writes events wakes once it succeeded, whether its text shows the
+	// insert or says so with WritesMark (a function that inserts them).
+	if _, err := local.Exec(ctx, `INSERT INTO outbox (booking_id, type, payload, created_at) VALUES (1, 'booking.held', '{}', $1)`, epoch); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken:
+	case <-time.After(5 * time.Second):
+		t.Fatal("an insert of an event outside a transaction did not wake the relays")
+	}
+	if _, err := other.Exec(ctx, `CREATE FUNCTION write_event(p_at timestamptz) RETURNS void LANGUAGE sql
+		AS $$ INSERT INTO outbox (booking_id, type, payload, created_at) VALUES (1, 'booking.held', '{}', p_at) $$`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := local.Exec(ctx, outbox.WritesMark+`SELECT write_event($1)`, epoch); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a marked call writing events outside a transaction did not wake the relays")
+	}
+	if _, err := local.Exec(ctx, outbox.WritesMark+`SELECT write_event(NULL)`); err == nil {
+		t.Fatal("an event without a time was stored")
+	}
+	// No events, or rolled back, or failed: nothing.
 	if err := pg.InTx(ctx, local, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, "SELECT 1"); return err }); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +116,7 @@ func TestLocalCommitsWakeWithoutNotify(t *testing.T) {
 	}
 	select {
 	case <-woken:
-		t.Error("a commit without events, or a rollback, woke the relays")
+		t.Error("a commit without events, a rollback or a failed statement woke the relays")
 	case <-time.After(200 * time.Millisecond):
 	}
 	// Another process's session notifies.
