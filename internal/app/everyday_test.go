@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/app/apptest"
@@ -40,7 +42,10 @@ func TestMain(m *testing.M) {
 // pg_stat_database over the run, every transaction of the process counted:
 // the hold, the event relay, every consumer, the background work) and
 // round trips per hold (every statement or pipelined batch berth sent),
-// beside the latency. The modes run side by side:
+// beside the latency, and, where events run in serve, the p99 of the time
+// from an event's commit to a consumer's processing of it (event-p99-ms,
+// the upper bound of its berth_consumer_lag_seconds bucket). The modes run
+// side by side:
 //
 //   - berth: the defaults (surge layers on, against the test Redis as a
 //     sale would run them, not the embedded substitute, whose Lua runs in
@@ -88,11 +93,12 @@ func BenchmarkEverydayHold(b *testing.B) {
 			}
 			var target string
 			var stop func()
+			var reg *prometheus.Registry
 			counter := &statementCounter{}
 			if mode == "plain" {
 				target, stop = startPlain(b, url, counter)
 			} else {
-				target, stop = startEveryday(b, url, counter, func(c *config.Config) {
+				target, reg, stop = startEveryday(b, url, counter, func(c *config.Config) {
 					c.Protect = mode == "berth"
 					c.Events.InServe = mode != "no-events"
 				})
@@ -119,6 +125,9 @@ func BenchmarkEverydayHold(b *testing.B) {
 			b.StopTimer()
 			elapsed := b.Elapsed()
 			trips := counter.n.Load()
+			if mode == "berth" || mode == "protect-off" {
+				b.ReportMetric(eventLagP99(b, reg), "event-p99-ms")
+			}
 			stop() // closes every connection: PostgreSQL flushes their statistics
 			if dir := os.Getenv("BERTH_EVERYDAY_SQL"); dir != "" && b.N > 1 {
 				var lines []string
@@ -143,6 +152,55 @@ func BenchmarkEverydayHold(b *testing.B) {
 }
 
 const everydaySeatsPerFlight = 60 * 6
+
+// eventLagP99 waits until berth's consumers have taken every event of the
+// run (their count of berth_consumer_lag_seconds observations stops
+// growing, at most 15 s) and returns the p99 of the time from an event's
+// commit to a consumer's processing of it, every consumer together, as
+// the upper bound of the histogram bucket it falls in (in ms).
+func eventLagP99(b *testing.B, reg *prometheus.Registry) float64 {
+	b.Helper()
+	read := func() (total uint64, bounds []float64, counts []uint64) {
+		families, err := reg.Gather()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() != "berth_consumer_lag_seconds" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				h := m.GetHistogram()
+				total += h.GetSampleCount()
+				for i, bk := range h.GetBucket() {
+					if i == len(bounds) {
+						bounds, counts = append(bounds, bk.GetUpperBound()), append(counts, 0)
+					}
+					counts[i] += bk.GetCumulativeCount()
+				}
+			}
+		}
+		return total, bounds, counts
+	}
+	var last uint64
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		total, _, _ := read()
+		if total > 0 && total == last {
+			break
+		}
+		last = total
+	}
+	total, bounds, counts := read()
+	if total == 0 {
+		b.Fatal("no event reached a consumer")
+	}
+	for i, c := range counts {
+		if float64(c) >= 0.99*float64(total) {
+			return bounds[i] * 1000
+		}
+	}
+	return math.Inf(1)
+}
 
 func everydaySeat(i int) string { return fmt.Sprintf("%d%c", i/6+1, "ABCDEF"[i%6]) }
 
@@ -281,7 +339,7 @@ func inBatch(ctx context.Context) bool { v, _ := ctx.Value(batchKey{}).(bool); r
 // startEveryday runs berth on url with the real clock and counter tracing
 // its pool, and returns its address and a function that stops it and closes
 // its connections.
-func startEveryday(b *testing.B, url string, counter *statementCounter, adjust func(*config.Config)) (string, func()) {
+func startEveryday(b *testing.B, url string, counter *statementCounter, adjust func(*config.Config)) (string, *prometheus.Registry, func()) {
 	b.Helper()
 	cfg := apptest.TestConfig(url)
 	cfg.DBMaxConns = 16
@@ -318,7 +376,7 @@ func startEveryday(b *testing.B, url string, counter *statementCounter, adjust f
 		a.Close()
 	}
 	b.Cleanup(stop)
-	return "http://" + ln.Addr().String(), stop
+	return "http://" + ln.Addr().String(), a.Registry, stop
 }
 
 // startPlain serves POST /bookings with the plain per-request hold: one
