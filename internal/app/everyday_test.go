@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/app/apptest"
@@ -125,7 +126,7 @@ func BenchmarkEverydayHold(b *testing.B) {
 			b.StopTimer()
 			elapsed := b.Elapsed()
 			trips := counter.n.Load()
-			if mode == "berth" || mode == "protect-off" {
+			if reg != nil && mode != "no-events" {
 				b.ReportMetric(eventLagP99(b, reg), "event-p99-ms")
 			}
 			stop() // closes every connection: PostgreSQL flushes their statistics
@@ -161,23 +162,14 @@ const everydaySeatsPerFlight = 60 * 6
 func eventLagP99(b *testing.B, reg *prometheus.Registry) float64 {
 	b.Helper()
 	read := func() (total uint64, bounds []float64, counts []uint64) {
-		families, err := reg.Gather()
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, f := range families {
-			if f.GetName() != "berth_consumer_lag_seconds" {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				h := m.GetHistogram()
-				total += h.GetSampleCount()
-				for i, bk := range h.GetBucket() {
-					if i == len(bounds) {
-						bounds, counts = append(bounds, bk.GetUpperBound()), append(counts, 0)
-					}
-					counts[i] += bk.GetCumulativeCount()
+		for _, m := range gathered(b, reg, "berth_consumer_lag_seconds") {
+			h := m.GetHistogram()
+			total += h.GetSampleCount()
+			for i, bk := range h.GetBucket() {
+				if i == len(bounds) {
+					bounds, counts = append(bounds, bk.GetUpperBound()), append(counts, 0)
 				}
+				counts[i] += bk.GetCumulativeCount()
 			}
 		}
 		return total, bounds, counts
@@ -200,6 +192,21 @@ func eventLagP99(b *testing.B, reg *prometheus.Registry) float64 {
 		}
 	}
 	return math.Inf(1)
+}
+
+// gathered returns the series of reg's metric name (none if it has none).
+func gathered(tb testing.TB, reg *prometheus.Registry, name string) []*dto.Metric {
+	tb.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()
+		}
+	}
+	return nil
 }
 
 func everydaySeat(i int) string { return fmt.Sprintf("%d%c", i/6+1, "ABCDEF"[i%6]) }

@@ -26,18 +26,9 @@ func TestEveryReleaseTellsTheHookOnce(t *testing.T) {
 	}
 	released := func() int {
 		t.Helper()
-		mfs, err := s.App.Registry.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "berth_bookings_released_total" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				if m.GetLabel()[0].GetValue() == "flight" {
-					return int(m.GetCounter().GetValue())
-				}
+		for _, m := range gathered(t, s.App.Registry, "berth_bookings_released_total") {
+			if m.GetLabel()[0].GetValue() == "flight" {
+				return int(m.GetCounter().GetValue())
 			}
 		}
 		return 0
