@@ -18,7 +18,6 @@ import (
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
-	"berth.dev/berth/internal/pg"
 )
 
 // Service starts charges, processes the gateway's webhooks and refunds.
@@ -98,40 +97,41 @@ func (s *Service) StartCharge(ctx context.Context, caller auth.Caller, id int64)
 		currency string
 		key      string
 	)
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var (
-			status  booking.Status
-			expires time.Time
-		)
-		err := tx.QueryRow(ctx, `SELECT status, hold_expires_at FROM booking WHERE id = $1 AND customer_id = $2`,
-			id, caller.ID).Scan(&status, &expires)
-		now := s.clock.Now()
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return fault.New(fault.NotFound, "no booking %d", id)
-		case err != nil:
-			return fmt.Errorf("pay booking %d: %w", id, err)
-		case holdOver(status, expires, now):
-			return fault.New(fault.HoldExpired, "the hold of booking %d expired at %s", id, expires.UTC().Format(time.RFC3339))
-		case status != booking.Held:
-			return fault.New(fault.InvalidState, "a %s booking cannot be paid", status)
-		}
-		// The amount is the booking's, computed by the server when it was
-		// held, never the client's (docs/invariants.md race 4).
-		err = tx.QueryRow(ctx, `INSERT INTO charge (booking_id, amount, currency, created_at)
-			SELECT id, amount, currency, $2 FROM booking WHERE id = $1
+	// One statement, one round trip: the booking as it is, and its charge
+	// recorded (or the one recorded before, resumed) only when the booking
+	// can still be paid; the checks below word the refusal otherwise.
+	var (
+		status  booking.Status
+		expires time.Time
+		charged *int64
+	)
+	now := s.clock.Now()
+	err := s.pool.QueryRow(ctx, `WITH b AS (
+			SELECT id, status, hold_expires_at, amount, currency FROM booking WHERE id = $1 AND customer_id = $2),
+		c AS (
+			-- The amount is the booking's, computed by the server when it
+			-- was held, never the client's (docs/invariants.md race 4).
+			INSERT INTO charge (booking_id, amount, currency, created_at)
+			SELECT id, amount, currency, $3 FROM b WHERE status = 'HELD' AND hold_expires_at > $3
 			ON CONFLICT (booking_id) DO UPDATE SET booking_id = EXCLUDED.booking_id
 			RETURNING id, booking_id, amount, currency, gateway_key::text,
-				coalesce(provider_txn_id, ''), coalesce(checkout_url, '')`, id, now).
-			Scan(&c.ID, &c.BookingID, &amount, &currency, &key, &c.ProviderTxnID, &c.CheckoutURL)
-		if err != nil {
-			return fmt.Errorf("record charge of booking %d: %w", id, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+				coalesce(provider_txn_id, '') AS provider_txn_id, coalesce(checkout_url, '') AS checkout_url)
+		SELECT b.status, b.hold_expires_at, c.id, coalesce(c.booking_id, 0), coalesce(c.amount, 0),
+			coalesce(c.currency, ''), coalesce(c.gateway_key, ''), coalesce(c.provider_txn_id, ''),
+			coalesce(c.checkout_url, '')
+		FROM b LEFT JOIN c ON true`, id, caller.ID, now).
+		Scan(&status, &expires, &charged, &c.BookingID, &amount, &currency, &key, &c.ProviderTxnID, &c.CheckoutURL)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, fault.New(fault.NotFound, "no booking %d", id)
+	case err != nil:
+		return nil, fmt.Errorf("pay booking %d: %w", id, err)
+	case holdOver(status, expires, now):
+		return nil, fault.New(fault.HoldExpired, "the hold of booking %d expired at %s", id, expires.UTC().Format(time.RFC3339))
+	case status != booking.Held || charged == nil:
+		return nil, fault.New(fault.InvalidState, "a %s booking cannot be paid", status)
 	}
+	c.ID = *charged
 	c.Status = "PENDING"
 	if c.ProviderTxnID != "" {
 		return &c, nil
