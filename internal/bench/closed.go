@@ -33,9 +33,10 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 	var out []*ClosedResult
 
 	// The quiet day first (one client), then the hot flight: each on
-	// flights of its own, each with the database's work per hold.
+	// flights of its own, each with the database's work per hold. The
+	// work is counted from after the flights are created (their creation
+	// is not the holds' work) to after the loop.
 	settle := o.StatsSettle
-	before := measureDBWork(ctx, pool, c, srv, settle)
 	for k, clients := range []int{1, o.HotClients, o.HotClientsMore} {
 		if clients == 0 {
 			continue
@@ -44,6 +45,7 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 		if err != nil {
 			return nil, err
 		}
+		before := measureDBWork(ctx, pool, c, srv, settle)
 		name := []string{HotFlightOne, HotFlight, HotFlightMore}[k]
 		customers := int64(hotCustomers + 3_000_000*k)
 		profiling := protect && k == 1 && o.HotProfile != nil && pprof.StartCPUProfile(o.HotProfile) == nil
@@ -62,7 +64,6 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 		}
 		after := measureDBWork(ctx, pool, c, srv, settle)
 		res.setDBWork(before, after, settle)
-		before = after
 		out = append(out, res)
 	}
 
