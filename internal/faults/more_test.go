@@ -167,7 +167,11 @@ func gatewayFaults(c *client) scenario {
 		hc := &http.Client{Timeout: time.Minute}
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
+		// The driver ends before wg.Wait: a wg.Go of a tick it took as
+		// stop closed must not race with the Wait.
+		driverDone := make(chan struct{})
 		go func() {
+			defer close(driverDone)
 			tick := time.NewTicker(125 * time.Millisecond)
 			defer tick.Stop()
 			for n := 0; n < len(seats); n++ {
@@ -199,6 +203,7 @@ func gatewayFaults(c *client) scenario {
 		e.gw.set(hang, 0)
 		time.Sleep(4 * time.Second)
 		close(stop)
+		<-driverDone
 		wg.Wait()
 		// Still hanging: every event must leave the outbox all the same.
 		deadline := time.Now().Add(30 * time.Second)
