@@ -33,11 +33,13 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 	var out []*ClosedResult
 
 	// The quiet day first (one client), then the hot flight: each on
-	// flights of its own, each with the database's work per hold. The
-	// work is counted from after the flights are created (their creation
-	// is not the holds' work) to after the loop.
-	settle := o.StatsSettle
-	for k, clients := range []int{1, o.HotClients, o.HotClientsMore} {
+	// flights of its own, each with the database's work per hold. Every
+	// loop's flights are created first, so that their creation is no
+	// loop's work, and one count between loops serves the loop before it
+	// and the one after.
+	loops := []int{1, o.HotClients, o.HotClientsMore}
+	planes := make([][]int64, len(loops))
+	for k, clients := range loops {
 		if clients == 0 {
 			continue
 		}
@@ -45,7 +47,15 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 		if err != nil {
 			return nil, err
 		}
-		before := measureDBWork(ctx, pool, c, srv, settle)
+		planes[k] = hot
+	}
+	settle := o.StatsSettle
+	before := measureDBWork(ctx, pool, c, srv, settle)
+	for k, clients := range loops {
+		if clients == 0 {
+			continue
+		}
+		hot := planes[k]
 		name := []string{HotFlightOne, HotFlight, HotFlightMore}[k]
 		customers := int64(hotCustomers + 3_000_000*k)
 		profiling := protect && k == 1 && o.HotProfile != nil && pprof.StartCPUProfile(o.HotProfile) == nil
@@ -64,6 +74,7 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 		}
 		after := measureDBWork(ctx, pool, c, srv, settle)
 		res.setDBWork(before, after, settle)
+		before = after
 		out = append(out, res)
 	}
 

@@ -114,13 +114,11 @@ func (s *Service) StartCharge(ctx context.Context, caller auth.Caller, id int64)
 			INSERT INTO charge (booking_id, amount, currency, created_at)
 			SELECT id, amount, currency, $3 FROM b WHERE status = 'HELD' AND hold_expires_at > $3
 			ON CONFLICT (booking_id) DO UPDATE SET booking_id = EXCLUDED.booking_id
-			RETURNING id, booking_id, amount, currency, gateway_key::text,
-				coalesce(provider_txn_id, '') AS provider_txn_id, coalesce(checkout_url, '') AS checkout_url)
-		SELECT b.status, b.hold_expires_at, c.id, coalesce(c.booking_id, 0), coalesce(c.amount, 0),
-			coalesce(c.currency, ''), coalesce(c.gateway_key, ''), coalesce(c.provider_txn_id, ''),
-			coalesce(c.checkout_url, '')
+			RETURNING id, amount, currency, gateway_key::text, provider_txn_id, checkout_url)
+		SELECT b.status, b.hold_expires_at, c.id, coalesce(c.amount, 0), coalesce(c.currency, ''),
+			coalesce(c.gateway_key, ''), coalesce(c.provider_txn_id, ''), coalesce(c.checkout_url, '')
 		FROM b LEFT JOIN c ON true`, id, caller.ID, now).
-		Scan(&status, &expires, &charged, &c.BookingID, &amount, &currency, &key, &c.ProviderTxnID, &c.CheckoutURL)
+		Scan(&status, &expires, &charged, &amount, &currency, &key, &c.ProviderTxnID, &c.CheckoutURL)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, fault.New(fault.NotFound, "no booking %d", id)
@@ -131,7 +129,7 @@ func (s *Service) StartCharge(ctx context.Context, caller auth.Caller, id int64)
 	case status != booking.Held || charged == nil:
 		return nil, fault.New(fault.InvalidState, "a %s booking cannot be paid", status)
 	}
-	c.ID = *charged
+	c.ID, c.BookingID = *charged, id
 	c.Status = "PENDING"
 	if c.ProviderTxnID != "" {
 		return &c, nil
