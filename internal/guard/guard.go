@@ -238,7 +238,11 @@ func (g *Guard) Admit(ctx context.Context, ln Lane, client string) (context.Cont
 	if ln == LaneMoney {
 		wait = g.cfg.Deadlines[LaneMoney]
 	}
-	if l, ok := g.lanes[ln]; ok && ln != LaneHold {
+	// A read takes its slot only when it asks the pool for a connection
+	// (withLaneTicket): one answered from a cache never waits for one.
+	if l, ok := g.lanes[ln]; ok && ln == LaneRead {
+		ctx, leave = withLaneTicket(ctx, l, wait)
+	} else if ok && ln != LaneHold {
 		var err error
 		if leave, err = l.enter(ctx, wait); err != nil {
 			return ctx, nil, err

@@ -24,7 +24,9 @@ import (
 //
 //   - every route class (lane) has a concurrency limit, with a short wait
 //     for a slot and a bounded number of waiters, so searches cannot take
-//     the connections holds need, and no flood grows goroutines without end;
+//     the connections holds need, and no flood grows goroutines without end
+//     (a public read takes its slot only when it first needs a database
+//     connection: one answered from a cache never waits for one);
 //   - a request may wait only ShedWait for a database connection: the pool's
 //     acquire tracer puts that deadline on the acquire alone (AcquireTracer);
 //   - holds and reads carry an overall deadline, so one stuck on a lock
@@ -171,6 +173,58 @@ func (l *lane) leave() func() {
 	}
 }
 
+// laneTicket is a request's claim on a slot of its lane that is taken only
+// when the request first asks the pool for a connection (AcquireTracer),
+// and given back when the request ends. A public read answered from a
+// cache, or a static asset, never takes one: the lane bounds the reads
+// that use the database, so a burst of cache misses waiting on a slow
+// database cannot turn away the reads the process can answer from memory.
+type laneTicket struct {
+	l    *lane
+	wait time.Duration
+
+	mu    sync.Mutex
+	leave func() // the slot, once taken
+	ended bool
+}
+
+// ticketKey carries a request's *laneTicket.
+type ticketKey struct{}
+
+// withLaneTicket returns ctx whose first connection acquire takes a slot
+// of l (waiting at most wait), and the function that ends the request:
+// it gives the slot back, if one was taken. A detached load that started
+// the request's acquire after it ended (a cache fill serving others)
+// proceeds without a slot.
+func withLaneTicket(ctx context.Context, l *lane, wait time.Duration) (context.Context, func()) {
+	t := &laneTicket{l: l, wait: wait}
+	return context.WithValue(ctx, ticketKey{}, t), t.end
+}
+
+// take takes the ticket's slot unless it has one or its request ended.
+func (t *laneTicket) take(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.leave != nil || t.ended {
+		return nil
+	}
+	leave, err := t.l.enter(ctx, t.wait)
+	if err != nil {
+		return err
+	}
+	t.leave = leave
+	return nil
+}
+
+func (t *laneTicket) end() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ended = true
+	if t.leave != nil {
+		t.leave()
+	}
+}
+
 // budgetKey marks a context whose connection acquires are bounded.
 type budgetKey struct{}
 
@@ -285,6 +339,11 @@ const maxBudgets = 4
 // TraceAcquireStart puts the budget's deadline on the acquire.
 func (t *AcquireTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
 	start := time.Now()
+	if tk, ok := ctx.Value(ticketKey{}).(*laneTicket); ok && tk.take(ctx) != nil {
+		// The request's lane is full: the acquire fails at once, as a
+		// shed one.
+		return shedAcquire(ctx)
+	}
 	d, ok := ctx.Value(budgetKey{}).(time.Duration)
 	if slots := t.holds.Load(); slots != nil && ctx.Value(holdShareKey{}) != nil {
 		wait, hard := d, start.Add(maxBudgets*d)
@@ -294,9 +353,7 @@ func (t *AcquireTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, 
 		if !t.takeShare(ctx, *slots, wait, hard) {
 			// No connection of the holds' share came back in time: the
 			// acquire fails at once, as a shed one.
-			actx, cancel := context.WithCancelCause(ctx)
-			cancel(errShed)
-			return context.WithValue(shedContext{actx}, cancelKey{}, context.CancelFunc(func() {}))
+			return shedAcquire(ctx)
 		}
 		ctx = context.WithValue(ctx, shareTakenKey{}, *slots)
 	}
@@ -337,6 +394,14 @@ func (t *AcquireTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, 
 		cancel(nil)
 	}
 	return context.WithValue(shedContext{actx}, cancelKey{}, context.CancelFunc(stop))
+}
+
+// shedAcquire returns ctx already cut by AcquireTracer: the acquire made
+// with it fails at once, as one that ran out of its budget.
+func shedAcquire(ctx context.Context) context.Context {
+	actx, cancel := context.WithCancelCause(ctx)
+	cancel(errShed)
+	return context.WithValue(shedContext{actx}, cancelKey{}, context.CancelFunc(func() {}))
 }
 
 // shedContext reports an acquire cut by AcquireTracer as a deadline
