@@ -235,6 +235,10 @@ type cancelKey struct{}
 // errShed is the cause of an acquire deadline set by AcquireTracer.
 var errShed = errors.New("no database connection within the shed budget")
 
+// errLaneFull is the cause of an acquire cut because its request found no
+// slot of its lane (a laneTicket): the lane counted it as shed already.
+var errLaneFull = errors.New("no slot of the request's lane within the shed wait")
+
 // WithAcquireBudget returns ctx marked so that every database connection
 // acquired with it (from a pool traced by AcquireTracer) waits at most d.
 // Background work that may wait longer simply does not carry the mark.
@@ -342,7 +346,7 @@ func (t *AcquireTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, 
 	if tk, ok := ctx.Value(ticketKey{}).(*laneTicket); ok && tk.take(ctx) != nil {
 		// The request's lane is full: the acquire fails at once, as a
 		// shed one.
-		return shedAcquire(ctx)
+		return shedAcquire(ctx, errLaneFull)
 	}
 	d, ok := ctx.Value(budgetKey{}).(time.Duration)
 	if slots := t.holds.Load(); slots != nil && ctx.Value(holdShareKey{}) != nil {
@@ -353,7 +357,7 @@ func (t *AcquireTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, 
 		if !t.takeShare(ctx, *slots, wait, hard) {
 			// No connection of the holds' share came back in time: the
 			// acquire fails at once, as a shed one.
-			return shedAcquire(ctx)
+			return shedAcquire(ctx, errShed)
 		}
 		ctx = context.WithValue(ctx, shareTakenKey{}, *slots)
 	}
@@ -396,22 +400,23 @@ func (t *AcquireTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, 
 	return context.WithValue(shedContext{actx}, cancelKey{}, context.CancelFunc(stop))
 }
 
-// shedAcquire returns ctx already cut by AcquireTracer: the acquire made
-// with it fails at once, as one that ran out of its budget.
-func shedAcquire(ctx context.Context) context.Context {
+// shedAcquire returns ctx already cut by AcquireTracer, for cause (errShed
+// or errLaneFull): the acquire made with it fails at once, as one that ran
+// out of its budget.
+func shedAcquire(ctx context.Context, cause error) context.Context {
 	actx, cancel := context.WithCancelCause(ctx)
-	cancel(errShed)
+	cancel(cause)
 	return context.WithValue(shedContext{actx}, cancelKey{}, context.CancelFunc(func() {}))
 }
 
 // shedContext reports an acquire cut by AcquireTracer as a deadline
-// exceeded (the cause is errShed), as a timeout would: a deadline that berth
+// exceeded (the cause is errShed or errLaneFull), as a timeout would: a deadline that berth
 // set itself, answered 503 (AsOverload), never mistaken for a client gone.
 type shedContext struct{ context.Context }
 
 func (c shedContext) Err() error {
 	err := c.Context.Err()
-	if err != nil && errors.Is(context.Cause(c.Context), errShed) {
+	if cause := context.Cause(c.Context); err != nil && (errors.Is(cause, errShed) || errors.Is(cause, errLaneFull)) {
 		return context.DeadlineExceeded
 	}
 	return err

@@ -170,6 +170,7 @@ func TestShedsLoadWhenTheDatabaseStalls(t *testing.T) {
 	if _, err := lock.Exec(ctx, `LOCK TABLE airport IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
+	shedAcquires := turnedAway(t, s, "shed_acquire")
 	const searches = 10
 	// Raw requests: any route is shed alike, whatever its answer.
 	found := make(chan *apptest.Response, searches)
@@ -187,6 +188,11 @@ func TestShedsLoadWhenTheDatabaseStalls(t *testing.T) {
 	// The read lane is full (one search in the database, the rest shed),
 	// but a read that needs no connection takes no slot of it: the cached
 	// search and the API's own description are answered.
+	// A search turned away for want of a slot is counted once, by its
+	// lane, not again as an acquire that ran out of time.
+	if n := turnedAway(t, s, "shed_acquire"); n != shedAcquires {
+		t.Errorf("searches shed by their lane counted %d times as shed acquires", n-shedAcquires)
+	}
 	reads := []string{"/openapi.yaml"}
 	if time.Since(cachedAt) < 2*time.Second { // flight searches are cached 3 s
 		reads = append(reads, cachedPath)
