@@ -238,11 +238,13 @@ func (g *Guard) Admit(ctx context.Context, ln Lane, client string) (context.Cont
 	if ln == LaneMoney {
 		wait = g.cfg.Deadlines[LaneMoney]
 	}
-	// A read takes its slot only when it asks the pool for a connection
-	// (withLaneTicket): one answered from a cache never waits for one.
-	if l, ok := g.lanes[ln]; ok && ln == LaneRead {
+	switch l, ok := g.lanes[ln]; {
+	case !ok || ln == LaneHold:
+	case ln == LaneRead:
+		// A read takes its slot only when it asks the pool for a
+		// connection: one answered from a cache never waits for one.
 		ctx, leave = withLaneTicket(ctx, l, wait)
-	} else if ok && ln != LaneHold {
+	default:
 		var err error
 		if leave, err = l.enter(ctx, wait); err != nil {
 			return ctx, nil, err

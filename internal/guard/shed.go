@@ -410,8 +410,9 @@ func shedAcquire(ctx context.Context, cause error) context.Context {
 }
 
 // shedContext reports an acquire cut by AcquireTracer as a deadline
-// exceeded (the cause is errShed or errLaneFull), as a timeout would: a deadline that berth
-// set itself, answered 503 (AsOverload), never mistaken for a client gone.
+// exceeded (the cause is errShed or errLaneFull), as a timeout would: a
+// deadline that berth set itself, answered 503 (AsOverload), never
+// mistaken for a client gone.
 type shedContext struct{ context.Context }
 
 func (c shedContext) Err() error {

@@ -185,14 +185,14 @@ func TestShedsLoadWhenTheDatabaseStalls(t *testing.T) {
 			t.Fatalf("search while stalled: %d %s, want 503 overloaded", r.Status, r.Body)
 		}
 	}
-	// The read lane is full (one search in the database, the rest shed),
-	// but a read that needs no connection takes no slot of it: the cached
-	// search and the API's own description are answered.
 	// A search turned away for want of a slot is counted once, by its
 	// lane, not again as an acquire that ran out of time.
 	if n := turnedAway(t, s, "shed_acquire"); n != shedAcquires {
 		t.Errorf("searches shed by their lane counted %d times as shed acquires", n-shedAcquires)
 	}
+	// The read lane is full (one search in the database, the rest shed),
+	// but a read that needs no connection takes no slot of it: the cached
+	// search and the API's own description are answered.
 	reads := []string{"/openapi.yaml"}
 	if time.Since(cachedAt) < 2*time.Second { // flight searches are cached 3 s
 		reads = append(reads, cachedPath)
