@@ -145,7 +145,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 		pc.Tracer = multitracer.New(tracers...)
 	}
 	// Every connection of the primary pool runs the hold path once, rolled
-	// back, and a car search before it serves (pg.Warmer): a backend's
+	// back, and a car search's load before it serves (pg.Warmer): a backend's
 	// first hold costs 20× its next, its first search several times. Not
 	// the replica's: it cannot write.
 	primary := pc

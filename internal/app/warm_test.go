@@ -117,7 +117,7 @@ func TestConnectionsHaveRunTheHoldBeforeServing(t *testing.T) {
 }
 
 // checkWarm asserts that a's pool holds at least n idle connections, each
-// of which has run the hold's statement and the car search's (pgx prepares
+// of which has run the hold's statement and the car calendar load's (pgx prepares
 // a statement on a connection the first time it runs there), and that the
 // Warmer counts none cold.
 func checkWarm(t *testing.T, when string, a *app.App, n int) {
@@ -133,7 +133,7 @@ func checkWarm(t *testing.T, when string, a *app.App, n int) {
 		t.Errorf("%s: %d idle connections, want %d", when, len(conns), n)
 	}
 	for i, c := range conns {
-		for what, like := range map[string]string{"the hold": "%hold_flight(%", "the car search": "%FROM car c%NOT EXISTS%"} {
+		for what, like := range map[string]string{"the hold": "%hold_flight(%", "the car calendar load": "%FROM car c JOIN booking b%"} {
 			var n int
 			if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE $1
 				AND statement NOT LIKE '%pg_prepared_statements%'`, like).Scan(&n); err != nil {

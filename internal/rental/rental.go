@@ -29,8 +29,8 @@ type Service struct {
 	holdLimit booking.HoldLimit
 	turns     *turns // nil: every hold goes straight to its transaction
 
-	searches *cache.Cache[*SearchResult]
-	cities   *cache.Cache[[]City]
+	calendars *calendars
+	cities    *cache.Cache[[]City]
 }
 
 // Config tunes a Service.
@@ -40,8 +40,12 @@ type Config struct {
 	// none), shared with flight holds.
 	HoldLimit booking.HoldLimit
 	SearchTTL time.Duration // how stale a search may be (30–60 s)
-	// MaxCacheKeys bounds the cached searches (city and period pairs).
-	MaxCacheKeys int
+	// SearchFresh is how old a city's calendar may be before a search
+	// has it reloaded in the background (default: a second, at most
+	// SearchTTL).
+	SearchFresh time.Duration
+	// MaxCities bounds the cities whose calendars are kept.
+	MaxCities int
 	// Queue (BERTH_PROTECT) queues the holds of one car in process and has
 	// each first read the calendar without a lock (see Service.Hold).
 	Queue bool
@@ -53,8 +57,11 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 	if cfg.SearchTTL == 0 {
 		cfg.SearchTTL = 30 * time.Second
 	}
-	if cfg.MaxCacheKeys == 0 {
-		cfg.MaxCacheKeys = 5000
+	if cfg.SearchFresh == 0 {
+		cfg.SearchFresh = min(time.Second, cfg.SearchTTL)
+	}
+	if cfg.MaxCities == 0 {
+		cfg.MaxCities = 1000
 	}
 	s := &Service{
 		pool:      pool,
@@ -62,9 +69,11 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 		life:      life,
 		holdTTL:   cfg.HoldTTL,
 		holdLimit: cfg.HoldLimit,
-		searches:  cache.New[*SearchResult](cfg.SearchTTL, cfg.MaxCacheKeys),
 		cities:    cache.New[[]City](time.Minute, 1),
 	}
+	s.calendars = newCalendars(cfg.SearchFresh, cfg.SearchTTL, cfg.MaxCities, func(ctx context.Context, city string) (*cityCalendar, error) {
+		return loadCity(ctx, s.pool, city, s.clock.Now())
+	})
 	if cfg.Queue {
 		s.turns = newTurns()
 	}

@@ -3,7 +3,6 @@ package rental
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,77 +51,36 @@ func (q *SearchQuery) Validate(now time.Time) error {
 }
 
 // Search returns the cars of a city that are free for a period, turnaround
-// included, at most the search TTL stale: one query per city, period and
-// page per TTL, however many callers ask at once. A stale answer only ever
-// costs the customer a 409 when holding: holds never consult it.
+// included, from the city's calendar kept in memory (calendars): one query
+// a city per second or so answers every search of it, for any period and
+// page, however many callers ask at once. The answer is at most the search
+// TTL stale, and about a second while the city is being searched. A stale
+// answer only ever costs the customer a 409 when holding: holds never
+// consult it. A hold whose time is up does not count, at the time of the
+// search.
 //
 // Returns fault.ValidationFailed.
 func (s *Service) Search(ctx context.Context, q SearchQuery) (*SearchResult, error) {
-	if err := q.Validate(s.clock.Now()); err != nil {
+	now := s.clock.Now()
+	if err := q.Validate(now); err != nil {
 		return nil, err
 	}
-	key := q.City + "|" + q.From.UTC().Format(time.RFC3339Nano) + "|" + q.To.UTC().Format(time.RFC3339Nano) +
-		"|" + strconv.FormatInt(q.After, 10) + "|" + strconv.Itoa(q.Limit)
-	return s.searches.Get(ctx, key, func(ctx context.Context) (*SearchResult, error) {
-		return s.search(ctx, q, s.clock.Now())
-	})
-}
-
-// search walks the city's cars in id order and probes each one's calendar
-// through the exclusion constraint's index (car_id = c.id AND blocked &&
-// the period plus c's turnaround), stopping once the page is full. That
-// costs a few microseconds per car looked at, and looks at a page's worth
-// of cars plus the busy ones among them, where an anti-join would read
-// every live booking of every car. A hold whose time is up does not count:
-// the next hold of that period expires it.
-func (s *Service) search(ctx context.Context, q SearchQuery, now time.Time) (*SearchResult, error) {
-	return search(ctx, s.pool, q, now)
-}
-
-// search runs q on db. Warm sends the same statement, so that a new
-// connection has it prepared and planned before its first customer.
-func search(ctx context.Context, db interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}, q SearchQuery, now time.Time) (*SearchResult, error) {
-	rows, err := db.Query(ctx, `SELECT `+carColumns+` FROM car c
-		WHERE c.city = $1 AND c.id > $2
-		  AND NOT EXISTS (SELECT 1 FROM booking b
-			WHERE b.kind = 'car' AND b.car_id = c.id AND b.status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
-			  AND b.blocked && tstzrange($3::timestamptz, $4::timestamptz + c.turnaround, '[)')
-			  AND NOT (b.status = 'HELD' AND b.hold_expires_at <= $5))
-		ORDER BY c.id
-		LIMIT $6`, q.City, q.After, q.From, q.To, now, q.Limit+1)
+	cc, err := s.calendars.get(ctx, q.City)
 	if err != nil {
 		return nil, fmt.Errorf("search cars in %s: %w", q.City, err)
 	}
-	cars, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Car, error) { return scanCar(r) })
-	if err != nil {
-		return nil, fmt.Errorf("search cars in %s: %w", q.City, err)
-	}
-	res := &SearchResult{Cars: cars}
-	if len(cars) > q.Limit {
-		res.Cars, res.More = cars[:q.Limit], true
-	}
-	return res, nil
+	return cc.free(q, now), nil
 }
 
-// Warm runs a car search once on a new connection, as pg.Warmer asks
-// (pg.WarmFunc), so that the first customer's search there does not pay
-// for pgx's preparation of the statement (a round trip of its own), its
-// planning and the backend's first reads of the car and booking catalogs:
-// tens of milliseconds on a loaded machine against a few for the next.
-// It searches a day from now for one car of the city of the first car
-// listed (none listed: a city with no cars, which still prepares and
-// plans). It writes nothing. Reports false when the search failed, as on
-// an unmigrated database. now is the server's clock.
+// Warm runs the load of a city's calendar once on a new connection, as
+// pg.Warmer asks (pg.WarmFunc), so that the first load there does not pay
+// for pgx's preparation of the statements (a round trip of its own), their
+// planning and the backend's first reads of the car and booking catalogs.
+// It loads a city no car is in, so it reads nothing and writes nothing.
+// Reports false when the load failed, as on an unmigrated database. now is
+// the server's clock.
 func Warm(ctx context.Context, c *pgx.Conn, now time.Time) bool {
-	var city string
-	err := c.QueryRow(ctx, `SELECT coalesce((SELECT city FROM car ORDER BY id LIMIT 1), '')`).Scan(&city)
-	if err != nil {
-		return false
-	}
-	from := now.Add(24 * time.Hour).Truncate(time.Microsecond)
-	_, err = search(ctx, c, SearchQuery{City: city, From: from, To: from.Add(24 * time.Hour), Limit: 1}, now)
+	_, err := loadCity(ctx, c, "", now)
 	return err == nil
 }
 
