@@ -145,9 +145,9 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 		pc.Tracer = multitracer.New(tracers...)
 	}
 	// Every connection of the primary pool runs the hold path once, rolled
-	// back, and a car search's load before it serves (pg.Warmer): a backend's
-	// first hold costs 20× its next, its first search several times. Not
-	// the replica's: it cannot write.
+	// back, and a car search's calendar load before it serves (pg.Warmer):
+	// a backend's first hold costs 20× its next, its first load several
+	// times. Not the replica's: it cannot write.
 	primary := pc
 	primary.Warm = pg.NewWarmer(func(ctx context.Context, c *pgx.Conn) bool {
 		held := flight.Warm(ctx, c, o.Clock.Now())

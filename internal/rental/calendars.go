@@ -114,15 +114,15 @@ func loadCity(ctx context.Context, db interface {
 	return cc, nil
 }
 
-// calendars keeps each searched city's calendar in memory and reloads it
-// in the background once it is older than fresh, while searches go on
-// answering from the one they have; a calendar older than stale (the
-// search TTL: a load failing that long, or a city nobody searched for a
-// while) is not used, and searches wait for a load. So one query a city
-// per fresh interval answers every search of the city, for any period,
-// however many arrive: a search never waits on the database but the
-// first of a city, and its answer is at most about fresh old while the
-// city is searched.
+// calendars keeps each searched city's calendar in memory. A search that
+// finds it older than fresh (longer for a city whose load is slow:
+// reloadAfter) has it reloaded in the background and is answered from the
+// one there is; a calendar older than stale (the search TTL: a load failing
+// that long, or a city nobody searched for a while) is not used, and the
+// search waits for a load. So one query a city per fresh interval answers
+// every search of the city, for any period, however many arrive: only the
+// first search of a city waits on the database, and while the city is
+// searched an answer is about fresh old at most.
 type calendars struct {
 	fresh, stale time.Duration
 	max          int // cities kept
@@ -134,8 +134,18 @@ type calendars struct {
 }
 
 type loaded struct {
-	cc *cityCalendar
-	at time.Time // when the load began, on this process's clock
+	cc   *cityCalendar
+	at   time.Time     // when the load began, on this process's clock
+	took time.Duration // how long it took
+}
+
+// reloadAfter is how old l may grow before a search has it reloaded: fresh,
+// or twenty times what the load took if that is longer (a big city's load
+// then keeps the database busy at most a twentieth of the time), but never
+// more than half of stale, so a city being searched is reloaded before its
+// calendar is too old to use.
+func (cs *calendars) reloadAfter(l *loaded) time.Duration {
+	return min(max(cs.fresh, 20*l.took), cs.stale/2)
 }
 
 func newCalendars(fresh, stale time.Duration, max int, load func(context.Context, string) (*cityCalendar, error)) *calendars {
@@ -153,7 +163,7 @@ func (cs *calendars) get(ctx context.Context, city string) (*cityCalendar, error
 	if l != nil {
 		age := time.Since(l.at)
 		if age < cs.stale {
-			if age >= cs.fresh {
+			if age >= cs.reloadAfter(l) {
 				cs.reload(ctx, city) // in the background: its result is not awaited
 			}
 			return l.cc, nil
@@ -181,7 +191,7 @@ func (cs *calendars) reload(ctx context.Context, city string) <-chan singlefligh
 		if err != nil {
 			return nil, err
 		}
-		cs.keep(city, &loaded{cc: cc, at: began})
+		cs.keep(city, &loaded{cc: cc, at: began, took: time.Since(began)})
 		return cc, nil
 	})
 }
