@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -75,6 +76,7 @@ type Server struct {
 	metrics *metrics
 	tokens  *tokenCache // verified bearer tokens, with the surge layers on
 	assets  map[string]asset
+	carJSON sync.Map // car id → *encodedCar: its public JSON (publicCarJSON)
 }
 
 // New returns the API's handler.

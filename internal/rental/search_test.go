@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -407,5 +408,46 @@ func TestSearchFromMemoryMatchesTheDatabase(t *testing.T) {
 	// something: most questions find some car taken.
 	if differ < compared/2 {
 		t.Errorf("only %d of %d searches found a car taken: the test's calendar is too empty", differ, compared)
+	}
+}
+
+// A search's page is put together from each car's JSON encoded once; its
+// bytes are what encoding the page whole gives: each car as GET /cars/{id}
+// shows it (HTML-escaped the same way), and nextAfter only while there may
+// be more.
+func TestSearchPageIsEachCarAsShownAlone(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	var ids []int64
+	for _, model := range []string{`VinFast <VF8> & "Plus"`, "Kia Morning – bản đặc biệt", "Toyota Vios"} {
+		n := seq.Add(1)
+		ids = append(ids, apptest.Client{Base: e.s.URL, Token: e.s.Token("host", 500)}.CreateCar(t, apptest.Car{
+			Plate: fmt.Sprintf("30K-%03d.%02d", n/100%1000, n%100), Model: model, City: "HP",
+			DailyPrice: 700_000, Deposit: 1_000_000, Currency: "VND", Turnaround: "1h"}).ID)
+	}
+	alone := func(id int64) string {
+		r := e.s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/cars/%d", id)})
+		if r.Status != http.StatusOK {
+			t.Fatalf("GET /cars/%d: %d %s", id, r.Status, r.Body)
+		}
+		return strings.TrimSuffix(string(r.Body), "\n")
+	}
+	for _, tc := range []struct {
+		limit string
+		want  string
+	}{
+		{"2", `{"cars":[` + alone(ids[0]) + "," + alone(ids[1]) + `],"nextAfter":` + fmt.Sprint(ids[1]) + "}\n"},
+		{"3", `{"cars":[` + alone(ids[0]) + "," + alone(ids[1]) + "," + alone(ids[2]) + "]}\n"},
+	} {
+		for range 2 { // encoded, then from the encoding kept
+			r := e.s.Do(apptest.Request{Method: http.MethodGet, Path: searchPath("HP", at(10, 8, 0), at(11, 8, 0), "limit", tc.limit)})
+			if r.Status != http.StatusOK || string(r.Body) != tc.want || r.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("search limit %s: %d %s %q\nwant %q", tc.limit, r.Status, r.Header.Get("Content-Type"), r.Body, tc.want)
+			}
+		}
+	}
+	r := e.s.Do(apptest.Request{Method: http.MethodGet, Path: searchPath("HP", at(10, 8, 0), at(11, 8, 0), "after", fmt.Sprint(ids[2]))})
+	if string(r.Body) != "{\"cars\":[]}\n" {
+		t.Errorf("search past the last car: %q, want no cars", r.Body)
 	}
 }
