@@ -40,12 +40,6 @@ type Config struct {
 	// none), shared with flight holds.
 	HoldLimit booking.HoldLimit
 	SearchTTL time.Duration // how stale a search may be (30–60 s)
-	// SearchFresh is how old a city's calendar may be before a search
-	// has it reloaded in the background (default: a second, at most
-	// SearchTTL).
-	SearchFresh time.Duration
-	// MaxCities bounds the cities whose calendars are kept.
-	MaxCities int
 	// Queue (BERTH_PROTECT) queues the holds of one car in process and has
 	// each first read the calendar without a lock (see Service.Hold).
 	Queue bool
@@ -57,12 +51,6 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 	if cfg.SearchTTL == 0 {
 		cfg.SearchTTL = 30 * time.Second
 	}
-	if cfg.SearchFresh == 0 {
-		cfg.SearchFresh = min(time.Second, cfg.SearchTTL)
-	}
-	if cfg.MaxCities == 0 {
-		cfg.MaxCities = 1000
-	}
 	s := &Service{
 		pool:      pool,
 		clock:     c,
@@ -71,7 +59,9 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 		holdLimit: cfg.HoldLimit,
 		cities:    cache.New[[]City](time.Minute, 1),
 	}
-	s.calendars = newCalendars(cfg.SearchFresh, cfg.SearchTTL, cfg.MaxCities, func(ctx context.Context, city string) (*cityCalendar, error) {
+	// A city's calendar is reloaded once it is a second old (sooner only
+	// if the search TTL is shorter).
+	s.calendars = newCalendars(min(time.Second, cfg.SearchTTL), cfg.SearchTTL, maxCities, func(ctx context.Context, city string) (*cityCalendar, error) {
 		return loadCity(ctx, s.pool, city, s.clock.Now())
 	})
 	if cfg.Queue {
@@ -79,6 +69,9 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 	}
 	return s
 }
+
+// maxCities bounds the cities whose calendars a Service keeps.
+const maxCities = 1000
 
 // Inventory is the booking.Inventory of cars. A car booking holds nothing
 // beyond its own row: the exclusion constraint counts only live bookings,
