@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/sync/singleflight"
 )
 
 // cityCalendar is a city's cars and the time their live bookings block, as
@@ -114,100 +112,14 @@ func loadCity(ctx context.Context, db interface {
 	return cc, nil
 }
 
-// calendars keeps each searched city's calendar in memory. A search that
-// finds it older than fresh (longer for a city whose load is slow:
-// reloadAfter) has it reloaded in the background and is answered from the
-// one there is; a calendar older than stale (the search TTL: a load failing
-// that long, or a city nobody searched for a while) is not used, and the
-// search waits for a load. So one query a city per fresh interval answers
-// every search of the city, for any period, however many arrive: only the
-// first search of a city waits on the database, and while the city is
-// searched an answer is about fresh old at most.
-type calendars struct {
-	fresh, stale time.Duration
-	max          int // cities kept
-	load         func(ctx context.Context, city string) (*cityCalendar, error)
-
-	group singleflight.Group
-	mu    sync.Mutex
-	city  map[string]*loaded
-}
-
-type loaded struct {
-	cc   *cityCalendar
-	at   time.Time     // when the load began, on this process's clock
-	took time.Duration // how long it took
-}
-
-// reloadAfter is how old l may grow before a search has it reloaded: fresh,
-// or twenty times what the load took if that is longer (a big city's load
-// then keeps the database busy at most a twentieth of the time), but never
-// more than half of stale, so a city being searched is reloaded before its
-// calendar is too old to use.
-func (cs *calendars) reloadAfter(l *loaded) time.Duration {
-	return min(max(cs.fresh, 20*l.took), cs.stale/2)
-}
-
-func newCalendars(fresh, stale time.Duration, max int, load func(context.Context, string) (*cityCalendar, error)) *calendars {
-	return &calendars{fresh: fresh, stale: stale, max: max, load: load, city: make(map[string]*loaded)}
-}
-
-// get returns city's calendar: the one kept if it is younger than stale
-// (starting a reload when it is older than fresh), or a new load, shared
-// with every caller asking at once. The load runs detached from any one
-// caller's cancellation, bounded on its own.
-func (cs *calendars) get(ctx context.Context, city string) (*cityCalendar, error) {
-	cs.mu.Lock()
-	l := cs.city[city]
-	cs.mu.Unlock()
-	if l != nil {
-		age := time.Since(l.at)
-		if age < cs.stale {
-			if age >= cs.reloadAfter(l) {
-				cs.reload(ctx, city) // in the background: its result is not awaited
-			}
-			return l.cc, nil
-		}
+// reloadAfter is how old a city's calendar may grow before a search has it
+// reloaded in the background, given how long its load took: fresh, or
+// twenty times the load if that is longer (a big city's load then keeps the
+// database busy at most a twentieth of the time), but never more than half
+// of stale, so a city being searched is reloaded before its calendar is too
+// old to use.
+func reloadAfter(fresh, stale time.Duration) func(took time.Duration) time.Duration {
+	return func(took time.Duration) time.Duration {
+		return min(max(fresh, 20*took), stale/2)
 	}
-	select {
-	case r := <-cs.reload(ctx, city):
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*cityCalendar), nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("calendar of %s: %w", city, ctx.Err())
-	}
-}
-
-// reload loads city once for all callers asking at once and keeps what it
-// read. The channel gets the result; nobody has to read it.
-func (cs *calendars) reload(ctx context.Context, city string) <-chan singleflight.Result {
-	return cs.group.DoChan(city, func() (any, error) {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		began := time.Now()
-		cc, err := cs.load(lctx, city)
-		if err != nil {
-			return nil, err
-		}
-		cs.keep(city, &loaded{cc: cc, at: began, took: time.Since(began)})
-		return cc, nil
-	})
-}
-
-// keep stores l as city's calendar, first dropping stale cities (then any,
-// down to half) when max are kept: a crowd searching for made-up city
-// codes cannot grow the map without bound.
-func (cs *calendars) keep(city string, l *loaded) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if _, ok := cs.city[city]; !ok && len(cs.city) >= cs.max {
-		for k, o := range cs.city {
-			if time.Since(o.at) >= cs.stale || len(cs.city) > cs.max/2 {
-				delete(cs.city, k)
-			}
-		}
-	}
-	cs.city[city] = l
 }

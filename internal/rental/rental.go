@@ -29,7 +29,7 @@ type Service struct {
 	holdLimit booking.HoldLimit
 	turns     *turns // nil: every hold goes straight to its transaction
 
-	calendars *calendars
+	calendars *cache.Cache[*cityCalendar] // by city
 	cities    *cache.Cache[[]City]
 }
 
@@ -59,11 +59,11 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 		holdLimit: cfg.HoldLimit,
 		cities:    cache.New[[]City](time.Minute, 1),
 	}
-	// A city's calendar is reloaded once it is a second old (sooner only
-	// if the search TTL is shorter).
-	s.calendars = newCalendars(min(time.Second, cfg.SearchTTL), cfg.SearchTTL, maxCities, func(ctx context.Context, city string) (*cityCalendar, error) {
-		return loadCity(ctx, s.pool, city, s.clock.Now())
-	})
+	// A city's calendar is never used older than the search TTL, and is
+	// reloaded in the background once it is a second old (sooner only if
+	// the search TTL is shorter; later for a city whose load is slow).
+	s.calendars = cache.NewRefreshing[*cityCalendar](cfg.SearchTTL, maxCities,
+		reloadAfter(min(time.Second, cfg.SearchTTL), cfg.SearchTTL))
 	if cfg.Queue {
 		s.turns = newTurns()
 	}

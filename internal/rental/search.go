@@ -51,7 +51,7 @@ func (q *SearchQuery) Validate(now time.Time) error {
 }
 
 // Search returns the cars of a city that are free for a period, turnaround
-// included, from the city's calendar kept in memory (calendars): one query
+// included, from the city's calendar kept in memory (cityCalendar): one query
 // a city per second or so answers every search of it, for any period and
 // page, however many callers ask at once. The answer is at most the search
 // TTL stale, and about a second while the city is being searched. A stale
@@ -65,7 +65,9 @@ func (s *Service) Search(ctx context.Context, q SearchQuery) (*SearchResult, err
 	if err := q.Validate(now); err != nil {
 		return nil, err
 	}
-	cc, err := s.calendars.get(ctx, q.City)
+	cc, err := s.calendars.Get(ctx, q.City, func(ctx context.Context) (*cityCalendar, error) {
+		return loadCity(ctx, s.pool, q.City, s.clock.Now())
+	})
 	if err != nil {
 		return nil, fmt.Errorf("search cars in %s: %w", q.City, err)
 	}
