@@ -295,7 +295,7 @@ var errHoldPanicked = errors.New("the hold panicked")
 // it in the hold's own transaction (booking.HoldLimit), and its 429 comes
 // back as hold's error.
 func (g *Guard) Hold(ctx context.Context, in Intent, hold func(context.Context) error) error {
-	p, err := g.beforeHold(ctx, in)
+	ctx, p, err := g.beforeHold(ctx, in)
 	if err != nil {
 		return err
 	}
@@ -334,25 +334,32 @@ type holdPass struct {
 //     holds in flight;
 //   - the admission token is then claimed (spent once);
 //   - last, a slot of the hold lane: 503 overloaded when none frees within
-//     ShedWait.
+//     ShedWait. A car hold (no FlightID) passes the other layers by, and
+//     takes its slot when it first asks for a connection, with the
+//     context returned.
 //
 // Off, it returns an empty pass at once.
-func (g *Guard) beforeHold(ctx context.Context, h Intent) (*holdPass, error) {
+func (g *Guard) beforeHold(ctx context.Context, h Intent) (context.Context, *holdPass, error) {
 	p := &holdPass{g: g, h: h}
 	if !g.On() {
-		return p, nil
+		return ctx, p, nil
 	}
 	if h.FlightID == 0 {
-		if err := p.enterLane(ctx); err != nil {
-			return nil, err
+		// A car hold takes its slot only when it first asks the pool for
+		// a connection: it may first wait for its car's turn (rental
+		// queues one car's holds), holding nothing, and a crowd racing
+		// for one car must not fill the lane that every other car's holds
+		// need.
+		if l, ok := g.lanes[LaneHold]; ok {
+			ctx, p.leave = withLaneTicket(ctx, l, g.cfg.ShedWait)
 		}
-		return p, nil
+		return ctx, p, nil
 	}
 	// The token is checked (signature, customer, flight, expiry) without
 	// Redis; claiming it waits until the cheaper layers have passed.
 	per, err := g.Room.admitRate(ctx, h.FlightID)
 	if err != nil {
-		return nil, err
+		return ctx, nil, err
 	}
 	var tok *pass
 	if per > 0 {
@@ -362,7 +369,7 @@ func (g *Guard) beforeHold(ctx context.Context, h Intent) (*holdPass, error) {
 				g.m.turnedAway.WithLabelValues("waiting_room_bad_token").Inc()
 			}
 			if err := g.Room.queue(ctx, h.FlightID, h.Customer, per, g.clock.Now()); err != nil {
-				return nil, err
+				return ctx, nil, err
 			}
 		} else {
 			tok = &t
@@ -372,13 +379,13 @@ func (g *Guard) beforeHold(ctx context.Context, h Intent) (*holdPass, error) {
 	// costing Redis nothing; then the gate itself, unless the process is
 	// quiet.
 	if err := g.Gate.inProcess(h.FlightID, h.FareClass, h.Seats, h.Units); err != nil {
-		return nil, err
+		return ctx, nil, err
 	}
 	p.counted = true
 	if g.holding.Add(1) > int64(g.cfg.QuietHolds) {
 		if p.gate, err = g.Gate.enter(ctx, h.FlightID, h.FareClass, h.Seats, h.Units); err != nil {
 			p.undo(ctx)
-			return nil, err
+			return ctx, nil, err
 		}
 	}
 	if tok != nil {
@@ -386,16 +393,16 @@ func (g *Guard) beforeHold(ctx context.Context, h Intent) (*holdPass, error) {
 			p.undo(ctx)
 			// A used admission buys no second hold: back to the queue.
 			if err := g.Room.queue(ctx, h.FlightID, h.Customer, per, g.clock.Now()); err != nil {
-				return nil, err
+				return ctx, nil, err
 			}
-			return nil, fault.New(fault.WaitingRoom, "this admission was already used; queue again for another hold")
+			return ctx, nil, fault.New(fault.WaitingRoom, "this admission was already used; queue again for another hold")
 		}
 	}
 	if err := p.enterLane(ctx); err != nil {
 		p.undo(ctx)
-		return nil, err
+		return ctx, nil, err
 	}
-	return p, nil
+	return ctx, p, nil
 }
 
 // enterLane takes a slot of the hold lane, waiting at most ShedWait.

@@ -99,6 +99,42 @@ func TestOneCarHundredCustomersTwoProcesses(t *testing.T) {
 	apptest.MustAudit(t, pool, time.Now())
 }
 
+// A crowd racing for one car waits for the car's turns holding no slot of
+// the hold lane, so the holds of other cars, asked meanwhile, are not shed:
+// with a pool of 4 connections the lane has 16 slots and 16 waiters, and
+// 100 customers queued on one car used to keep them all, answering most of
+// the crowd and of the other cars' customers 503. Each customer of another
+// car gets it; the crowd gets one hold and 99 × 409.
+func TestCrowdOnOneCarLeavesTheOtherCarsTheirHolds(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewURL(t)
+	p := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=4", "BERTH_DB_MIN_CONNS=4", "BERTH_SHED_WAIT=150ms")
+	now := time.Now()
+	host := apptest.Token(t, "host", 78, now)
+	crowded := listCar(t, p.URL, host, 78, "HN", "2h")
+	const crowd, others = 100, 12
+	other := make([]car, others)
+	for i := range other {
+		other[i] = listCar(t, p.URL, host, 78, "HN", "2h")
+	}
+	pickup := now.Add(72 * time.Hour).Truncate(time.Hour).In(ict)
+	rs := apptest.Race(crowd+others, func(i int) apptest.Attempt {
+		cl := apptest.Client{Base: p.URL, Token: apptest.Token(t, "customer", int64(2000+i), now)}
+		id := crowded.ID
+		if i >= crowd {
+			id = other[i-crowd].ID
+		}
+		return apptest.Try(cl.TryHoldCar(t, id, pickup, pickup.Add(48*time.Hour)))
+	})
+	if got := apptest.Tally(rs[:crowd]); got["ok"] != 1 || got["409 car_unavailable"] != crowd-1 {
+		t.Errorf("the crowd on one car: %v, want one hold and %d 409 car_unavailable", got, crowd-1)
+	}
+	if got := apptest.Tally(rs[crowd:]); got["ok"] != others {
+		t.Errorf("the customers of the other cars: %v, want %d holds", got, others)
+	}
+	apptest.MustAudit(t, pgtest.Open(t, dbURL), time.Now())
+}
+
 // Periods are [from, to): a rental ending at 20:00 and one starting at
 // 20:00 do not overlap; with a 2-hour turnaround the next must start at
 // 22:00 or later, and the one before must end by 06:00 for an 08:00 pickup.
