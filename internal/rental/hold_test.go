@@ -108,7 +108,7 @@ func TestOneCarHundredCustomersTwoProcesses(t *testing.T) {
 func TestCrowdOnOneCarLeavesTheOtherCarsTheirHolds(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.NewURL(t)
-	p := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=4", "BERTH_DB_MIN_CONNS=4", "BERTH_SHED_WAIT=150ms")
+	p := apptest.StartProcess(t, dbURL, "BERTH_DB_MAX_CONNS=4", "BERTH_DB_MIN_CONNS=4", "BERTH_SHED_WAIT=1s")
 	now := time.Now()
 	host := apptest.Token(t, "host", 78, now)
 	crowded := listCar(t, p.URL, host, 78, "HN", "2h")
@@ -131,6 +131,15 @@ func TestCrowdOnOneCarLeavesTheOtherCarsTheirHolds(t *testing.T) {
 	}
 	if got := apptest.Tally(rs[crowd:]); got["ok"] != others {
 		t.Errorf("the customers of the other cars: %v, want %d holds", got, others)
+	}
+	if t.Failed() {
+		seen := map[string]bool{}
+		for _, r := range rs {
+			if r.Problem != nil && r.Problem.Code != "car_unavailable" && !seen[r.Problem.Detail] {
+				seen[r.Problem.Detail] = true
+				t.Logf("answer: %s", r)
+			}
+		}
 	}
 	apptest.MustAudit(t, pgtest.Open(t, dbURL), time.Now())
 }
