@@ -1,10 +1,10 @@
 package booking
 
 import (
-	"context"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"berth.dev/berth/internal/fault"
@@ -45,23 +45,32 @@ func (l HoldLimit) Refused(secs int) error {
 	return e
 }
 
-// Allowance asks the database, within tx, whether customer may make one
-// more hold at now, taking the customer's hold-limit lock until tx ends
-// (before any other lock of tx). It returns l.Refused when not, nil when
-// the limit is off.
-func (l HoldLimit) Allowance(ctx context.Context, tx Querier, customer int64, now time.Time) error {
+// Queue queues on batch, for a transaction that pipelines its statements,
+// the database's answer whether customer may make one more hold at now,
+// taking the customer's hold-limit lock until the transaction ends (queue
+// it before any other locking statement). Once the batch is closed without
+// error, the function returned gives the answer: l.Refused when not, nil
+// when the customer may hold or the limit is off (then nothing is queued).
+//
+// The refusal is not returned by the batch itself: an error there makes
+// pgx forget the statements it had prepared for the whole batch.
+func (l HoldLimit) Queue(batch *pgx.Batch, customer int64, now time.Time) func() error {
 	if l.Off() {
-		return nil
+		return func() error { return nil }
 	}
 	n, window := l.Args()
 	var left, retry int
-	err := tx.QueryRow(ctx, `SELECT o_left, ceil(extract(epoch FROM o_retry))::integer
-		FROM hold_allowance(ARRAY[$1::bigint], $2, $3, $4)`, customer, now, n, window).Scan(&left, &retry)
-	if err != nil {
-		return fmt.Errorf("hold limit of customer %d: %w", customer, err)
+	batch.Queue(`SELECT o_left, ceil(extract(epoch FROM o_retry))::integer
+		FROM hold_allowance(ARRAY[$1::bigint], $2, $3, $4)`, customer, now, n, window).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&left, &retry); err != nil {
+			return fmt.Errorf("hold limit of customer %d: %w", customer, err)
+		}
+		return nil
+	})
+	return func() error {
+		if left <= 0 {
+			return l.Refused(retry)
+		}
+		return nil
 	}
-	if left <= 0 {
-		return l.Refused(retry)
-	}
-	return nil
 }

@@ -68,7 +68,7 @@ func (s *Server) idempotent(mode Idempotency, h handlerFunc) handlerFunc {
 		// and within the request's own deadline (its lane's "in all"
 		// bound), which a client leaving does not lift.
 		// Its transactions record what they made under the key
-		// (pg.RecordEffect), so that a key whose effect committed is never
+		// (pg.QueueEffect), so that a key whose effect committed is never
 		// run again, even if its answer below is lost.
 		by, _ := r.Context().Deadline()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), idempotency.WorkTime)

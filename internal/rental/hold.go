@@ -3,7 +3,6 @@ package rental
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -96,7 +95,7 @@ func RentalPrice(daily int64, from, to time.Time) int64 {
 // its queue within it is overloaded (503), however long the request may run.
 const maxTurnWait = 5 * time.Second
 
-// Hold holds a car in its own transaction. See HoldTx.
+// Hold holds a car in its own transaction. See holdTx.
 //
 // Queued (Config.Queue), the holds of one car in this process take turns,
 // and each first reads the calendar without a lock: a period that a live
@@ -105,7 +104,7 @@ const maxTurnWait = 5 * time.Second
 // do not queue on the winner's row lock holding connections (which a burst
 // would turn into 503s); they wait their turn holding nothing, then see the
 // winner's committed booking with one read. The read only refuses: a period
-// it finds free is still decided by the exclusion constraint in HoldTx.
+// it finds free is still decided by the exclusion constraint in holdTx.
 func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
 	if err := r.Validate(s.clock.Now()); err != nil {
 		return nil, err
@@ -127,10 +126,8 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 	var expired []*booking.Booking
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		if b, expired, err = HoldTx(ctx, tx, s.life, r, s.clock.Now(), s.holdTTL, s.holdLimit); err != nil {
-			return err
-		}
-		return pg.RecordEffect(ctx, tx, booking.EffectOf(b.ID))
+		b, expired, err = holdTx(ctx, tx, s.life, r, s.clock.Now(), s.holdTTL, s.holdLimit)
+		return err
 	})
 	if err == nil {
 		// The stale holds the hold expired gave their period back, as
@@ -142,9 +139,10 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 	return b, err
 }
 
-// HoldTx holds car r.CarID for r's period within tx: a HELD booking whose
+// holdTx holds car r.CarID for r's period within tx: a HELD booking whose
 // amount is the car's deposit, priced, with the car rental refund rule
-// copied onto it, expiring ttl after now (or at pickup, if sooner).
+// copied onto it, expiring ttl after now (or at pickup, if sooner), its
+// booking.held event, and the effect of the request's Idempotency-Key.
 //
 // The exclusion constraint decides whether the car is free; nothing here
 // reads the calendar to decide it. Before inserting, the car's holds that
@@ -152,39 +150,71 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 // so that a stale hold never blocks the calendar until the sweeper comes
 // (docs/invariants.md race 2).
 //
-// The car row is locked first. That lock is not what prevents double
-// booking (the constraint is); it queues the holds of one car, so that
-// competing inserts do not wait on each other's uncommitted index entries,
-// which PostgreSQL can only resolve by aborting one of them as a deadlock
-// a second later.
+// Locks are taken in one order: the customer's hold-limit lock first
+// (limit.Queue), then the car's row. The car's row lock is not what
+// prevents double booking (the constraint is); it queues the holds of one
+// car, so that competing inserts do not wait on each other's uncommitted
+// index entries, which PostgreSQL can only resolve by aborting one of them
+// as a deadlock a second later.
 //
-// Before all that, the customer's hold limit is decided (limit.Allowance,
-// whose lock every hold takes first).
+// The statements are pipelined: the limit, the car's lock and the stale
+// holds in one round trip, the insert in a second, the event and the
+// effect in a third: five round trips with BEGIN and COMMIT, where one
+// statement a round trip took eight. A car's holds take turns, so each round trip
+// saved is time every other customer of a popular car waits less.
 //
 // It returns the new booking and the stale holds it expired, whose release
 // the caller tells life.Released once tx has committed. Returns
-// fault.ValidationFailed (unknown car), fault.RateLimited or
-// fault.CarUnavailable.
-func HoldTx(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldRequest, now time.Time, ttl time.Duration, limit booking.HoldLimit) (*booking.Booking, []*booking.Booking, error) {
-	if err := limit.Allowance(ctx, tx, r.CustomerID, now); err != nil {
-		return nil, nil, err
-	}
+// fault.ValidationFailed (unknown car), fault.RateLimited,
+// fault.CarUnavailable or fault.IdempotencyKeyInUse.
+func holdTx(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldRequest, now time.Time, ttl time.Duration, limit booking.HoldLimit) (*booking.Booking, []*booking.Booking, error) {
 	var (
 		hostID, daily, deposit int64
 		currency               string
-		turnaround             time.Duration
+		found                  bool
+		stale                  []int64
 	)
-	err := tx.QueryRow(ctx, `SELECT host_id, daily_price, deposit, currency, turnaround
-		FROM car WHERE id = $1 FOR NO KEY UPDATE`, r.CarID).Scan(&hostID, &daily, &deposit, &currency, &turnaround)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, fault.Invalid("carId", "no car %d", r.CarID)
-	}
-	if err != nil {
+	batch := &pgx.Batch{}
+	allowed := limit.Queue(batch, r.CustomerID, now)
+	batch.Queue(`SELECT host_id, daily_price, deposit, currency
+		FROM car WHERE id = $1 FOR NO KEY UPDATE`, r.CarID).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			found = true
+			if err := rows.Scan(&hostID, &daily, &deposit, &currency); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	// The car's HELD bookings whose hold ran out by now and whose blocked
+	// range overlaps what r would block, in id order, so that two holds
+	// clearing the same stale holds lock them in the same order.
+	batch.Queue(`SELECT b.id FROM booking b JOIN car c ON c.id = b.car_id
+		WHERE b.kind = 'car' AND b.car_id = $1 AND b.status = 'HELD' AND b.hold_expires_at <= $2
+		  AND b.blocked && tstzrange($3::timestamptz, $4::timestamptz + c.turnaround, '[)')
+		ORDER BY b.id`, r.CarID, now, r.From, r.To).Query(func(rows pgx.Rows) error {
+		var err error
+		stale, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		return err
+	})
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, nil, fmt.Errorf("hold car %d: %w", r.CarID, err)
 	}
-	expired, err := expireStale(ctx, tx, life, r, turnaround, now)
-	if err != nil {
+	if err := allowed(); err != nil {
 		return nil, nil, err
+	}
+	if !found {
+		return nil, nil, fault.Invalid("carId", "no car %d", r.CarID)
+	}
+	var expired []*booking.Booking
+	for _, id := range stale {
+		x, err := life.ExpireTx(ctx, tx, id, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		if x != nil {
+			expired = append(expired, x)
+		}
 	}
 	expires := now.Add(ttl)
 	if expires.After(r.From) {
@@ -210,45 +240,24 @@ func HoldTx(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldReque
 	case err != nil:
 		return nil, nil, fmt.Errorf("hold car %d: %w", r.CarID, err)
 	}
-	if err := booking.Record(ctx, tx, b, now); err != nil {
+	batch = &pgx.Batch{}
+	if err := booking.Queue(batch, b, now); err != nil {
+		return nil, nil, err
+	}
+	recorded := pg.QueueEffect(ctx, batch, booking.EffectOf(b.ID))
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, nil, fmt.Errorf("hold car %d: %w", r.CarID, err)
+	}
+	if err := recorded(); err != nil {
 		return nil, nil, err
 	}
 	return b, expired, nil
 }
 
-// expireStale expires, in tx, the car's HELD bookings whose hold ran out by
-// now and whose blocked range overlaps what r would block, and returns
-// them. They are taken in id order, so that two holds clearing the same
-// stale holds lock them in the same order.
-func expireStale(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, r HoldRequest, turnaround time.Duration, now time.Time) ([]*booking.Booking, error) {
-	rows, err := tx.Query(ctx, `SELECT id FROM booking
-		WHERE kind = 'car' AND car_id = $1 AND status = 'HELD' AND hold_expires_at <= $2
-		  AND blocked && tstzrange($3::timestamptz, $4::timestamptz + $5::interval, '[)')
-		ORDER BY id`, r.CarID, now, r.From, r.To, turnaround)
-	if err != nil {
-		return nil, fmt.Errorf("find stale holds of car %d: %w", r.CarID, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("find stale holds of car %d: %w", r.CarID, err)
-	}
-	var expired []*booking.Booking
-	for _, id := range ids {
-		b, err := life.ExpireTx(ctx, tx, id, now)
-		if err != nil {
-			return nil, err
-		}
-		if b != nil {
-			expired = append(expired, b)
-		}
-	}
-	return expired, nil
-}
-
 // calendarTaken returns fault.CarUnavailable when a live booking of r's car
 // (HELD and not yet expired at now, CONFIRMED or ON_TRIP) blocks time that r
 // would block, turnaround included: what booking_car_no_overlap would refuse
-// for certain. A car that does not exist is left to HoldTx to report.
+// for certain. A car that does not exist is left to holdTx to report.
 func calendarTaken(ctx context.Context, db booking.Querier, r HoldRequest, now time.Time) error {
 	var taken bool
 	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM car c JOIN booking b ON b.car_id = c.id
