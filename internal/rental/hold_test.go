@@ -13,7 +13,10 @@ import (
 
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/pg/pgtest"
+	"berth.dev/berth/internal/rental"
 )
 
 // The car race, harder: 100 customers release together, through
@@ -576,4 +579,29 @@ func TestHandOver(t *testing.T) {
 		t.Errorf("the completed event carries %v", last)
 	}
 	apptest.MustAudit(t, e.pool(), e.s.Clock.Now())
+}
+
+// A hold whose request no longer holds its Idempotency-Key (a retry took the
+// key over: the key's row has another lease, or is gone) makes nothing: its
+// transaction is rolled back with 409 idempotency_key_in_use, no booking is
+// left, and the car is still free for the retry.
+func TestHoldUnderAKeyTakenOverMakesNothing(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.listCar("HN", "0s")
+	svc := newService(e.pool(), time.Minute)
+	ctx := pg.WithKeyClaim(t.Context(), pg.KeyClaim{CallerID: 4242, Key: "taken-over", Lease: "00000000-0000-4000-8000-000000000000"})
+	from := time.Now().Add(72 * time.Hour).Truncate(time.Hour)
+	_, err := svc.Hold(ctx, rental.HoldRequest{CustomerID: 4242, CarID: c.ID, From: from, To: from.Add(24 * time.Hour)})
+	if !fault.Is(err, fault.IdempotencyKeyInUse) {
+		t.Fatalf("hold under a key taken over: %v, want idempotency_key_in_use", err)
+	}
+	var n int
+	if err := e.pool().QueryRow(t.Context(), `SELECT count(*) FROM booking WHERE car_id = $1`, c.ID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d bookings of the car left by a hold that lost its key, want none", n)
+	}
+	e.book(4243, c.ID, from, from.Add(24*time.Hour))
 }
