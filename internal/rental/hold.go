@@ -118,17 +118,27 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 			return nil, err
 		}
 		defer leave()
-		if err := calendarTaken(ctx, s.pool, r, s.clock.Now()); err != nil {
+	}
+	// One connection for the read and the transaction: the car's turn is
+	// not held through a second wait for the pool.
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hold car %d: %w", r.CarID, err)
+	}
+	if s.turns != nil {
+		if err := calendarTaken(ctx, conn, r, s.clock.Now()); err != nil {
+			conn.Release()
 			return nil, err
 		}
 	}
 	var b *booking.Booking
 	var expired []*booking.Booking
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pg.InTx(ctx, conn, func(tx pgx.Tx) error {
 		var err error
 		b, expired, err = holdTx(ctx, tx, s.life, r, s.clock.Now(), s.holdTTL, s.holdLimit)
 		return err
 	})
+	conn.Release()
 	if err == nil {
 		// The stale holds the hold expired gave their period back, as
 		// the sweeper's expiry does: told after the commit, like it.
