@@ -1,0 +1,70 @@
+package rental_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/pg"
+	"berth.dev/berth/internal/pg/pgtest"
+	"berth.dev/berth/internal/rental"
+)
+
+// A car hold's transaction is five round trips, whatever it checks and
+// records: BEGIN; one pipeline (the customer's hold limit, the car's lock,
+// its stale holds); the insert; one pipeline (the booking.held event, the
+// Idempotency-Key's effect); COMMIT. The other car tests check what it
+// decides; this one fails if a statement goes back to a round trip of its
+// own.
+func TestCarHoldRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	counter := &pgtest.RoundTrips{}
+	pool, err := pg.Open(ctx, pgtest.NewURL(t), pg.PoolConfig{MaxConns: 2, Tracer: counter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	now := time.Now()
+	var carID int64
+	if err := pool.QueryRow(ctx, `INSERT INTO car (host_id, plate, model, city, daily_price, deposit, currency, turnaround, created_at)
+		VALUES (9, '30A-000.02', 'Kia Morning', 'HN', 100, 100, 'VND', interval '2 hours', $1) RETURNING id`, now).Scan(&carID); err != nil {
+		t.Fatal(err)
+	}
+	const lease = "00000000-0000-4000-8000-000000000001"
+	if _, err := pool.Exec(ctx, `INSERT INTO idempotency_key (caller_id, idem_key, method, path, request_hash, lease, locked_until, created_at, expires_at)
+		VALUES (7, 'k', 'POST', '/bookings', '\x00', $1, $2, $3, $2)`, lease, now.Add(time.Minute), now); err != nil {
+		t.Fatal(err)
+	}
+	life := booking.NewLifecycle(clock.System{}, map[booking.Kind]booking.Inventory{booking.KindCar: rental.Inventory{}})
+	svc := rental.NewService(pool, clock.System{}, life, rental.Config{HoldTTL: 15 * time.Minute,
+		HoldLimit: booking.HoldLimit{N: 3, Window: 15 * time.Minute}})
+	claimed := pg.WithKeyClaim(ctx, pg.KeyClaim{CallerID: 7, Key: "k", Lease: lease})
+	from := now.Add(72 * time.Hour).Truncate(time.Hour)
+	before := counter.Len()
+	if _, err := svc.Hold(claimed, rental.HoldRequest{CustomerID: 7, CarID: carID, From: from, To: from.Add(24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	trips := counter.Taken()[before:]
+	want := []string{"begin", "pipeline", "INSERT INTO booking", "pipeline", "commit"}
+	ok := len(trips) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		ok = strings.HasPrefix(trips[i], want[i])
+	}
+	if !ok {
+		t.Errorf("a car hold made %d round trips, want %d (%s):", len(trips), len(want), strings.Join(want, ", "))
+		for _, s := range trips {
+			t.Logf("  %.80s", s)
+		}
+	}
+	var effect string
+	if err := pool.QueryRow(ctx, `SELECT coalesce(effect, '') FROM idempotency_key WHERE caller_id = 7 AND idem_key = 'k'`).Scan(&effect); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(effect, "booking:") {
+		t.Errorf("the key's effect is %q, want the booking", effect)
+	}
+}
