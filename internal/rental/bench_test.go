@@ -24,8 +24,13 @@ import (
 )
 
 func newService(pool *pgxpool.Pool, searchTTL time.Duration) *rental.Service {
+	return newServiceWith(pool, rental.Config{HoldTTL: 15 * time.Minute, SearchTTL: searchTTL})
+}
+
+// newServiceWith is a car service on pool with cfg, on the system clock.
+func newServiceWith(pool *pgxpool.Pool, cfg rental.Config) *rental.Service {
 	life := booking.NewLifecycle(clock.System{}, map[booking.Kind]booking.Inventory{booking.KindCar: rental.Inventory{}})
-	return rental.NewService(pool, clock.System{}, life, rental.Config{HoldTTL: 15 * time.Minute, SearchTTL: searchTTL})
+	return rental.NewService(pool, clock.System{}, life, cfg)
 }
 
 // latencies collects per-operation durations from parallel workers and

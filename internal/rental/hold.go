@@ -170,8 +170,9 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 // The statements are pipelined: the limit, the car's lock and the stale
 // holds in one round trip, the insert in a second, the event and the
 // effect in a third: five round trips with BEGIN and COMMIT, where one
-// statement a round trip took eight. A car's holds take turns, so each round trip
-// saved is time every other customer of a popular car waits less.
+// statement a round trip took eight. A car's holds take turns, so each
+// round trip saved is time every other customer of a popular car waits
+// less.
 //
 // It returns the new booking and the stale holds it expired, whose release
 // the caller tells life.Released once tx has committed. Returns

@@ -54,13 +54,7 @@ func TestOneCarHundredCustomersTwoProcesses(t *testing.T) {
 	})
 	got := apptest.Tally(rs)
 	if got["ok"] != 1 || got["409 car_unavailable"] != customers-1 {
-		seen := map[string]bool{}
-		for _, r := range rs {
-			if r.Problem != nil && r.Problem.Code != "car_unavailable" && !seen[r.String()] {
-				seen[r.String()] = true
-				t.Logf("answer: %s", r)
-			}
-		}
+		logOtherAnswers(t, rs, "car_unavailable")
 		for _, u := range []string{a.URL, b.URL} {
 			resp, err := http.Get(u + "/metrics")
 			if err == nil {
@@ -136,15 +130,22 @@ func TestCrowdOnOneCarLeavesTheOtherCarsTheirHolds(t *testing.T) {
 		t.Errorf("the customers of the other cars: %v, want %d holds", got, others)
 	}
 	if t.Failed() {
-		seen := map[string]bool{}
-		for _, r := range rs {
-			if r.Problem != nil && r.Problem.Code != "car_unavailable" && !seen[r.Problem.Detail] {
-				seen[r.Problem.Detail] = true
-				t.Logf("answer: %s", r)
-			}
-		}
+		logOtherAnswers(t, rs, "car_unavailable")
 	}
 	apptest.MustAudit(t, pgtest.Open(t, dbURL), time.Now())
+}
+
+// logOtherAnswers logs each distinct refusal in rs whose code is not
+// expected, to explain a failed race.
+func logOtherAnswers(t *testing.T, rs []apptest.Attempt, expected string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if r.Problem != nil && r.Problem.Code != expected && !seen[r.String()] {
+			seen[r.String()] = true
+			t.Logf("answer: %s", r)
+		}
+	}
 }
 
 // Periods are [from, to): a rental ending at 20:00 and one starting at

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/booking"
-	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/pg/pgtest"
 	"berth.dev/berth/internal/rental"
@@ -39,8 +38,7 @@ func TestCarHoldRoundTrips(t *testing.T) {
 		VALUES (7, 'k', 'POST', '/bookings', '\x00', $1, $2, $3, $2)`, lease, now.Add(time.Minute), now); err != nil {
 		t.Fatal(err)
 	}
-	life := booking.NewLifecycle(clock.System{}, map[booking.Kind]booking.Inventory{booking.KindCar: rental.Inventory{}})
-	svc := rental.NewService(pool, clock.System{}, life, rental.Config{HoldTTL: 15 * time.Minute,
+	svc := newServiceWith(pool, rental.Config{HoldTTL: 15 * time.Minute,
 		HoldLimit: booking.HoldLimit{N: 3, Window: 15 * time.Minute}})
 	claimed := pg.WithKeyClaim(ctx, pg.KeyClaim{CallerID: 7, Key: "k", Lease: lease})
 	from := now.Add(72 * time.Hour).Truncate(time.Hour)
