@@ -67,13 +67,13 @@ func holdBatch(ctx context.Context, db booking.Querier, flightID int64, reqs []*
 		leases    = make([]*string, n)
 	)
 	for i, cl := range reqs {
-		r := cl.req
+		r := cl.Req
 		customers[i], classes[i], units[i] = r.CustomerID, r.FareClass, int32(r.Units())
 		if r.Seats != nil {
 			joined := strings.Join(r.Seats, ",")
 			seats[i] = &joined
 		}
-		if c, ok := pg.KeyClaimOf(cl.ctx); ok {
+		if c, ok := pg.KeyClaimOf(cl.Ctx); ok {
 			callers[i], keys[i], leases[i] = &c.CallerID, &c.Key, &c.Lease
 		}
 	}
@@ -89,7 +89,7 @@ func holdBatch(ctx context.Context, db booking.Querier, flightID int64, reqs []*
 		if len(results) == n {
 			return nil, fmt.Errorf("hold on flight %d: more answers than the %d holds", flightID, n)
 		}
-		r := reqs[len(results)].req
+		r := reqs[len(results)].Req
 		if rows.RawValues()[0] == nil {
 			b, err := booking.Scan(afterCode{rows})
 			if err != nil {

@@ -101,7 +101,7 @@ func TestHoldBatchDecidesEachRequestAlone(t *testing.T) {
 func calls(reqs []HoldRequest) []*call {
 	out := make([]*call, len(reqs))
 	for i, r := range reqs {
-		out[i] = &call{ctx: context.Background(), req: r}
+		out[i] = &call{Ctx: context.Background(), Req: r}
 	}
 	return out
 }
@@ -236,16 +236,12 @@ func TestBatchWaitsForTheCounterRow(t *testing.T) {
 	if _, err := other.Exec(ctx, `UPDATE fare_bucket SET held = held + 2 WHERE flight_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	c := newCoalescer(svc, 64, 2, 0, 0, nil)
 	batch := calls([]HoldRequest{
 		{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Quantity: 1},
 		{CustomerID: 2, FlightID: id, FareClass: "ECONOMY", Quantity: 1},
 	})
-	for _, cl := range batch {
-		cl.done = make(chan struct{})
-	}
-	done := make(chan struct{})
-	go func() { c.flush(id, batch); close(done) }()
+	done := make(chan error, 1)
+	go func() { done <- svc.holdMany(ctx, id, batch); close(done) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var waiting int
@@ -269,10 +265,12 @@ func TestBatchWaitsForTheCounterRow(t *testing.T) {
 	if err := other.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	<-done
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 	for i, cl := range batch {
-		if !fault.Is(cl.err, fault.SoldOut) || cl.b != nil {
-			t.Errorf("hold %d: booking %v err %v, want sold_out", i, cl.b, cl.err)
+		if !fault.Is(cl.Err, fault.SoldOut) || cl.Out != nil {
+			t.Errorf("hold %d: booking %v err %v, want sold_out", i, cl.Out, cl.Err)
 		}
 	}
 	var held, bookings int

@@ -29,10 +29,10 @@ func TestLoneHoldIsNotHandedOff(t *testing.T) {
 	if _, err := svc.Hold(ctx, HoldRequest{CustomerID: 9, FlightID: id, FareClass: "ECONOMY", Seats: []string{"1A"}}); err == nil {
 		t.Fatal("a held seat was held again")
 	}
-	if n := svc.coalescer.spawned.Load(); n != 0 {
+	if n := svc.coalescer.Spawned(); n != 0 {
 		t.Errorf("%d flushing goroutines started for holds one at a time, want none", n)
 	}
-	if n := queuedFlights(svc.coalescer); n != 0 {
+	if n := svc.coalescer.Keys(); n != 0 {
 		t.Errorf("%d flight queues left, want none", n)
 	}
 }
@@ -48,7 +48,7 @@ func TestHoldsBehindALoneHoldGoTogether(t *testing.T) {
 	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
 	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 9})
 	reg := prometheus.NewRegistry()
-	c := newCoalescer(svc, 64, 1, 0, 0, reg)
+	c := newCoalescer(svc, Config{MaxBatch: 64, Flushes: 1, Registry: reg})
 	ctx := context.Background()
 	other, err := pool.Begin(ctx)
 	if err != nil {
@@ -64,7 +64,7 @@ func TestHoldsBehindALoneHoldGoTogether(t *testing.T) {
 	}
 	answers := make(chan answer, 4)
 	hold := func(customer int64) {
-		b, err := c.hold(ctx, HoldRequest{CustomerID: customer, FlightID: id, FareClass: "ECONOMY", Quantity: 1})
+		b, err := c.Do(ctx, id, HoldRequest{CustomerID: customer, FlightID: id, FareClass: "ECONOMY", Quantity: 1})
 		answers <- answer{b, err}
 	}
 	go hold(1)
@@ -80,11 +80,9 @@ func TestHoldsBehindALoneHoldGoTogether(t *testing.T) {
 		go hold(customer)
 	}
 	waitFor(t, "three holds to queue", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.queues[id].waiting) == 3
+		return c.Waiting(id) == 3
 	})
-	if n := c.spawned.Load(); n != 0 {
+	if n := c.Spawned(); n != 0 {
 		t.Errorf("%d flushing goroutines started while the lone hold runs with one flush at a time, want none", n)
 	}
 	if err := other.Commit(ctx); err != nil {
@@ -100,7 +98,7 @@ func TestHoldsBehindALoneHoldGoTogether(t *testing.T) {
 			t.Fatal("a hold got no answer")
 		}
 	}
-	if n := c.spawned.Load(); n != 1 {
+	if n := c.Spawned(); n != 1 {
 		t.Errorf("%d flushing goroutines started, want 1 (for the three that queued)", n)
 	}
 	var held int
@@ -122,14 +120,7 @@ func TestHoldsBehindALoneHoldGoTogether(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, "the flight's queue to go", func() bool { return queuedFlights(c) == 0 })
-}
-
-// queuedFlights is how many flights have a queue.
-func queuedFlights(c *coalescer) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.queues)
+	waitFor(t, "the flight's queue to go", func() bool { return c.Keys() == 0 })
 }
 
 // waitFor polls cond for up to 10 s.
@@ -157,7 +148,7 @@ func TestPanickedLoneHoldLeavesNoQueue(t *testing.T) {
 		}()
 		_, _ = svc.Hold(context.Background(), HoldRequest{CustomerID: 1, FlightID: 1, FareClass: "ECONOMY", Quantity: 1})
 	}()
-	if n := queuedFlights(svc.coalescer); n != 0 {
+	if n := svc.coalescer.Keys(); n != 0 {
 		t.Errorf("%d flight queues left after the panic, want none", n)
 	}
 }

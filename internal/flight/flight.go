@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/cache"
 	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/coalesce"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/policy"
@@ -65,7 +66,7 @@ type Service struct {
 	holdLimit booking.HoldLimit
 	offerTTL  time.Duration
 	buckets   int
-	coalescer *coalescer // nil: one transaction per hold
+	coalescer *coalesce.Coalescer[int64, HoldRequest, *booking.Booking] // nil: one statement per hold
 	// reads serves searches and seat maps: a read-only replica when one is
 	// configured, else pool. They may be a few seconds stale anyway.
 	reads func() *pgxpool.Pool
@@ -150,9 +151,24 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 		searches:  cache.New[[]*Flight](cfg.SearchTTL, cfg.MaxCacheKey),
 	}
 	if cfg.Coalesce {
-		s.coalescer = newCoalescer(s, cfg.MaxBatch, cfg.Flushes, cfg.Linger, cfg.QueueWait, cfg.Registry)
+		s.coalescer = newCoalescer(s, cfg)
 	}
 	return s
+}
+
+// newCoalescer batches the holds of each flight (see coalesce) into one
+// holdBatch statement.
+func newCoalescer(s *Service, cfg Config) *coalesce.Coalescer[int64, HoldRequest, *booking.Booking] {
+	return coalesce.New(coalesce.Config[int64, HoldRequest, *booking.Booking]{
+		Many: s.holdMany,
+		Busy: func(id int64) error {
+			e := fault.New(fault.Overloaded, "too many holds on flight %d at once; try again shortly", id)
+			e.RetryAfter = time.Second
+			return e
+		},
+		MaxBatch: cfg.MaxBatch, Flushes: cfg.Flushes, Linger: cfg.Linger, Regroup: 2 * time.Millisecond,
+		QueueWait: cfg.QueueWait, Metric: "berth_hold_batch", What: "Flight holds", Registry: cfg.Registry, Log: cfg.Log,
+	})
 }
 
 const flightColumns = `f.id, f.code, f.origin, f.destination, f.departure_at, f.arrival_at, o.tz, d.tz`

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/coalesce"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/pg"
 )
@@ -75,43 +76,43 @@ func (r *HoldRequest) Units() int {
 }
 
 // Hold holds one request. With coalescing on, concurrent holds of the same
-// flight share one statement (see coalescer); otherwise the request is a
+// flight share one statement (see coalesce); otherwise the request is a
 // batch of one: the same statement, the same rules (holdBatch).
 func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
 	if s.coalescer != nil {
-		return s.coalescer.hold(ctx, r)
+		return s.coalescer.Do(ctx, r.FlightID, r)
 	}
-	return s.holdAlone(ctx, r)
+	return coalesce.One(ctx, s.holdMany, r.FlightID, r)
 }
 
-// holdAlone holds r as a batch of one.
-func (s *Service) holdAlone(ctx context.Context, r HoldRequest) (*booking.Booking, error) {
-	results, err := s.holdMany(ctx, r.FlightID, []*call{{ctx: ctx, req: r}})
-	if err != nil {
-		return nil, err
-	}
-	return results[0].b, results[0].err
-}
+// call is one hold of a batch.
+type call = coalesce.Call[HoldRequest, *booking.Booking]
 
-// holdMany runs holdBatch on the pool; again, locking the fare buckets
-// first, when the buckets locked last no longer bore out its decision (the
-// room was taken meanwhile: rare, near sold out); and again when
-// PostgreSQL broke a deadlock by failing it (it locks in the order every
-// transaction does, so this is the same safety net pg.InTx gives a
-// transaction).
-func (s *Service) holdMany(ctx context.Context, flightID int64, calls []*call) ([]result, error) {
+// holdMany runs holdBatch on the pool and sets each call's answer; again,
+// locking the fare buckets first, when the buckets locked last no longer
+// bore out its decision (the room was taken meanwhile: rare, near sold
+// out); and again when PostgreSQL broke a deadlock by failing it (it locks
+// in the order every transaction does, so this is the same safety net
+// pg.InTx gives a transaction).
+func (s *Service) holdMany(ctx context.Context, flightID int64, calls []*call) error {
 	lockFirst := false
 	for attempt := 1; ; attempt++ {
 		results, err := holdBatch(ctx, s.pool, flightID, calls, s.clock.Now(), s.holdTTL, s.holdLimit, lockFirst)
+		if err == nil {
+			for i, cl := range calls {
+				cl.Out, cl.Err = results[i].b, results[i].err
+			}
+			return nil
+		}
 		state := pg.State(err)
 		if state == bucketsMoved {
 			lockFirst = true
 		}
-		if err == nil || attempt == 3 || (state != bucketsMoved && state != pg.DeadlockDetected && state != pg.SerializationFailure) {
-			return results, err
+		if attempt == 3 || (state != bucketsMoved && state != pg.DeadlockDetected && state != pg.SerializationFailure) {
+			return err
 		}
 	}
 }

@@ -40,7 +40,7 @@ func Warm(ctx context.Context, c *pgx.Conn, now time.Time) bool {
 	r.Seats = []string{seat}
 	// A hold limit, so that its part of the path runs too (customer 0
 	// has no bookings).
-	results, err := holdBatch(ctx, tx, r.FlightID, []*call{{ctx: ctx, req: r}}, now, time.Minute,
+	results, err := holdBatch(ctx, tx, r.FlightID, []*call{{Ctx: ctx, Req: r}}, now, time.Minute,
 		booking.HoldLimit{N: 1, Window: time.Minute}, false)
 	return err == nil && len(results) == 1 && results[0].err == nil
 }
