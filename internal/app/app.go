@@ -195,7 +195,8 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 	})
 	a.Life.PickupEarly = cfg.PickupEarly
 	a.Life.OnReleased = a.bookingReleased(o.Registry)
-	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, HoldLimit: holdLimit, Queue: cfg.Protect})
+	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, HoldLimit: holdLimit, Queue: cfg.Protect,
+		Log: o.Log, Registry: o.Registry})
 	// The sweeper looks at least once per the shortest hold time, so a hold
 	// made while it waits is not swept a whole interval after it ran out.
 	sweepEvery := min(cfg.SweepInterval, cfg.FlightHoldTTL, cfg.CarHoldTTL, cfg.WaitlistOfferTTL)

@@ -46,31 +46,41 @@ func (l HoldLimit) Refused(secs int) error {
 }
 
 // Queue queues on batch, for a transaction that pipelines its statements,
-// the database's answer whether customer may make one more hold at now,
-// taking the customer's hold-limit lock until the transaction ends (queue
-// it before any other locking statement). Once the batch is closed without
-// error, the function returned gives the answer: l.Refused when not, nil
-// when the customer may hold or the limit is off (then nothing is queued).
+// the database's answer how many more holds each of customers may make at
+// now, taking the customers' hold-limit locks until the transaction ends
+// (queue it before any other locking statement). Once the batch is closed
+// without error, the function returned answers each hold in the order the
+// holds are decided: nil while its customer has a hold left (the call
+// takes it), l.Refused when not. With the limit off nothing is queued and
+// every hold is allowed.
 //
 // The refusal is not returned by the batch itself: an error there makes
 // pgx forget the statements it had prepared for the whole batch.
-func (l HoldLimit) Queue(batch *pgx.Batch, customer int64, now time.Time) func() error {
+func (l HoldLimit) Queue(batch *pgx.Batch, customers []int64, now time.Time) func(customer int64) error {
 	if l.Off() {
-		return func() error { return nil }
+		return func(int64) error { return nil }
 	}
 	n, window := l.Args()
-	var left, retry int
-	batch.Queue(`SELECT o_left, ceil(extract(epoch FROM o_retry))::integer
-		FROM hold_allowance(ARRAY[$1::bigint], $2, $3, $4)`, customer, now, n, window).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(&left, &retry); err != nil {
-			return fmt.Errorf("hold limit of customer %d: %w", customer, err)
+	left := make(map[int64]int, len(customers))
+	retry := make(map[int64]int, len(customers))
+	batch.Queue(`SELECT o_customer, o_left, ceil(extract(epoch FROM o_retry))::integer
+		FROM hold_allowance($1::bigint[], $2, $3, $4)`, customers, now, n, window).Query(func(rows pgx.Rows) error {
+		var c int64
+		var l, r int
+		_, err := pgx.ForEachRow(rows, []any{&c, &l, &r}, func() error {
+			left[c], retry[c] = l, r
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("hold limit of customers %v: %w", customers, err)
 		}
 		return nil
 	})
-	return func() error {
-		if left <= 0 {
-			return l.Refused(retry)
+	return func(customer int64) error {
+		if left[customer] <= 0 {
+			return l.Refused(retry[customer])
 		}
+		left[customer]--
 		return nil
 	}
 }

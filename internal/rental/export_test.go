@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/booking"
 )
 
 // SearchLoadedAt answers q at the server's time now from q.City's calendar
@@ -16,4 +18,21 @@ func SearchLoadedAt(ctx context.Context, pool *pgxpool.Pool, q SearchQuery, load
 		return nil, err
 	}
 	return cc.free(q, now), nil
+}
+
+// HoldTogether holds reqs, all of car carID, as one batch and returns each
+// request's answer.
+func (s *Service) HoldTogether(ctx context.Context, carID int64, reqs ...HoldRequest) ([]*booking.Booking, []error, error) {
+	calls := make([]*call, len(reqs))
+	for i, r := range reqs {
+		calls[i] = &call{Ctx: ctx, Req: r}
+	}
+	if err := s.holdMany(ctx, carID, calls); err != nil {
+		return nil, nil, err
+	}
+	bs, errs := make([]*booking.Booking, len(reqs)), make([]error, len(reqs))
+	for i, cl := range calls {
+		bs[i], errs[i] = cl.Out, cl.Err
+	}
+	return bs, errs, nil
 }

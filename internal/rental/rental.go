@@ -10,14 +10,18 @@ package rental
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/cache"
 	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/coalesce"
+	"berth.dev/berth/internal/fault"
 )
 
 // Service lists, finds and holds cars.
@@ -27,7 +31,7 @@ type Service struct {
 	life      *booking.Lifecycle
 	holdTTL   time.Duration
 	holdLimit booking.HoldLimit
-	turns     *turns // nil: every hold goes straight to its transaction
+	coalescer *coalesce.Coalescer[int64, HoldRequest, *booking.Booking] // nil: a batch of one per hold
 
 	calendars *cache.Cache[*cityCalendar] // by city
 	cities    *cache.Cache[[]City]
@@ -40,9 +44,11 @@ type Config struct {
 	// none), shared with flight holds.
 	HoldLimit booking.HoldLimit
 	SearchTTL time.Duration // how stale a search may be (30–60 s)
-	// Queue (BERTH_PROTECT) queues the holds of one car in process and has
-	// each first read the calendar without a lock (see Service.Hold).
-	Queue bool
+	// Queue (BERTH_PROTECT) puts concurrent holds of one car in this
+	// process together, one batch at a time (see Service.Hold).
+	Queue    bool
+	Log      *slog.Logger
+	Registry prometheus.Registerer
 }
 
 // NewService returns a car service on pool. life expires stale holds that
@@ -65,7 +71,19 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 	s.calendars = cache.NewRefreshing[*cityCalendar](cfg.SearchTTL, maxCities,
 		reloadAfter(min(time.Second, cfg.SearchTTL), cfg.SearchTTL))
 	if cfg.Queue {
-		s.turns = newTurns()
+		s.coalescer = coalesce.New(coalesce.Config[int64, HoldRequest, *booking.Booking]{
+			Many: s.holdMany,
+			Busy: func(id int64) error {
+				e := fault.New(fault.Overloaded, "too many holds on car %d at once; try again shortly", id)
+				e.RetryAfter = time.Second
+				return e
+			},
+			// One batch of a car at a time: the next waits for the car's
+			// row lock anyway, and is decided better once the first has
+			// committed.
+			MaxBatch: 64, Flushes: 1, QueueWait: maxQueueWait,
+			Metric: "berth_car_hold_batch", What: "Car holds", Registry: cfg.Registry, Log: cfg.Log,
+		})
 	}
 	return s
 }

@@ -13,11 +13,12 @@ import (
 )
 
 // A car hold's transaction is five round trips, whatever it checks and
-// records: BEGIN; one pipeline (the customer's hold limit, the car's lock,
-// its stale holds); the insert; one pipeline (the booking.held event, the
-// Idempotency-Key's effect); COMMIT. The other car tests check what it
-// decides; this one fails if a statement goes back to a round trip of its
-// own.
+// records: BEGIN; one pipeline (the customers' hold limits, the car's lock,
+// its calendar); the insert; one pipeline (the booking.held events, the
+// Idempotency-Keys' effects); COMMIT. So is a batch of several holds of one
+// car. The other car tests check what they decide; this one fails if a
+// statement goes back to a round trip of its own, or a batch to a
+// statement per hold.
 func TestCarHoldRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -42,22 +43,42 @@ func TestCarHoldRoundTrips(t *testing.T) {
 		HoldLimit: booking.HoldLimit{N: 3, Window: 15 * time.Minute}})
 	claimed := pg.WithKeyClaim(ctx, pg.KeyClaim{CallerID: 7, Key: "k", Lease: lease})
 	from := now.Add(72 * time.Hour).Truncate(time.Hour)
+	expect := func(what string, before int) {
+		t.Helper()
+		trips := counter.Taken()[before:]
+		want := []string{"begin", "pipeline", "INSERT INTO booking", "pipeline", "commit"}
+		ok := len(trips) == len(want)
+		for i := 0; ok && i < len(want); i++ {
+			ok = strings.HasPrefix(trips[i], want[i])
+		}
+		if !ok {
+			t.Errorf("%s made %d round trips, want %d (%s):", what, len(trips), len(want), strings.Join(want, ", "))
+			for _, s := range trips {
+				t.Logf("  %.80s", s)
+			}
+		}
+	}
 	before := counter.Len()
 	if _, err := svc.Hold(claimed, rental.HoldRequest{CustomerID: 7, CarID: carID, From: from, To: from.Add(24 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	trips := counter.Taken()[before:]
-	want := []string{"begin", "pipeline", "INSERT INTO booking", "pipeline", "commit"}
-	ok := len(trips) == len(want)
-	for i := 0; ok && i < len(want); i++ {
-		ok = strings.HasPrefix(trips[i], want[i])
+	expect("a car hold", before)
+	before = counter.Len()
+	var reqs []rental.HoldRequest
+	for k := range 3 {
+		start := from.Add(time.Duration(k+2) * 48 * time.Hour)
+		reqs = append(reqs, rental.HoldRequest{CustomerID: int64(8 + k), CarID: carID, From: start, To: start.Add(24 * time.Hour)})
 	}
-	if !ok {
-		t.Errorf("a car hold made %d round trips, want %d (%s):", len(trips), len(want), strings.Join(want, ", "))
-		for _, s := range trips {
-			t.Logf("  %.80s", s)
+	bs, errs, err := svc.HoldTogether(ctx, carID, reqs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range reqs {
+		if errs[i] != nil || bs[i] == nil {
+			t.Errorf("hold %d of the batch: %v", i, errs[i])
 		}
 	}
+	expect("a batch of three car holds", before)
 	var effect string
 	if err := pool.QueryRow(ctx, `SELECT coalesce(effect, '') FROM idempotency_key WHERE caller_id = 7 AND idem_key = 'k'`).Scan(&effect); err != nil {
 		t.Fatal(err)

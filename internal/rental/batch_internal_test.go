@@ -1,0 +1,194 @@
+package rental
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/pg"
+	"berth.dev/berth/internal/pg/pgtest"
+)
+
+// batchCar lists a car with a 2-hour turnaround and returns its id.
+func batchCar(t *testing.T, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	var id int64
+	if err := pool.QueryRow(t.Context(), `INSERT INTO car (host_id, plate, model, city, daily_price, deposit, currency, turnaround, created_at)
+		VALUES (9, '30A-111.11', 'Kia Morning', 'HN', 100, 100, 'VND', interval '2 hours', now()) RETURNING id`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func batchCalls(reqs ...HoldRequest) []*call {
+	calls := make([]*call, len(reqs))
+	for i, r := range reqs {
+		calls[i] = &call{Ctx: context.Background(), Req: r}
+	}
+	return calls
+}
+
+// A batch of holds of one car decides each request on its own, in order,
+// as the constraint would one after the other: a live booking, an earlier
+// request of the batch, and the turnaround after either block; a stale
+// hold does not (it is expired); the hold limit counts the batch's own
+// holds. What is written is exactly the holds answered, each with its
+// event.
+func TestCarBatchDecidesEachRequestAlone(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := t.Context()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC))
+	life := booking.NewLifecycle(clk, map[booking.Kind]booking.Inventory{booking.KindCar: Inventory{}})
+	svc := NewService(pool, clk, life, Config{HoldTTL: 15 * time.Minute, HoldLimit: booking.HoldLimit{N: 3, Window: 24 * time.Hour}})
+	car := batchCar(t, pool)
+	day := func(d, hour int) time.Time { return time.Date(2026, 3, d, hour, 0, 0, 0, time.UTC) }
+	// Customer 5's first two holds: one goes stale (days 20–21), the other
+	// is live (days 10–11).
+	if _, err := svc.Hold(ctx, HoldRequest{CustomerID: 5, CarID: car, From: day(20, 9), To: day(21, 9)}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(16 * time.Minute)
+	if _, err := svc.Hold(ctx, HoldRequest{CustomerID: 5, CarID: car, From: day(10, 9), To: day(11, 9)}); err != nil {
+		t.Fatal(err)
+	}
+	calls := batchCalls(
+		HoldRequest{CustomerID: 1, CarID: car, From: day(11, 10), To: day(12, 9)}, // in the live hold's turnaround
+		HoldRequest{CustomerID: 2, CarID: car, From: day(20, 9), To: day(21, 9)},  // over the stale hold
+		HoldRequest{CustomerID: 3, CarID: car, From: day(25, 9), To: day(26, 9)},
+		HoldRequest{CustomerID: 4, CarID: car, From: day(25, 12), To: day(25, 18)}, // inside customer 3's
+		HoldRequest{CustomerID: 4, CarID: car, From: day(26, 10), To: day(27, 9)},  // in customer 3's turnaround
+		HoldRequest{CustomerID: 6, CarID: car, From: day(26, 11), To: day(27, 9)},  // right after it
+		HoldRequest{CustomerID: 5, CarID: car, From: day(15, 9), To: day(16, 9)},   // customer 5's third
+		HoldRequest{CustomerID: 5, CarID: car, From: day(17, 9), To: day(18, 9)},   // and fourth: over the limit
+	)
+	if err := svc.holdMany(ctx, car, calls); err != nil {
+		t.Fatal(err)
+	}
+	want := []fault.Code{fault.CarUnavailable, "", "", fault.CarUnavailable, fault.CarUnavailable, "", "", fault.RateLimited}
+	held := map[int64]bool{}
+	for i, cl := range calls {
+		switch {
+		case want[i] == "" && (cl.Err != nil || cl.Out == nil):
+			t.Errorf("request %d: booking %v err %v, want a hold", i, cl.Out, cl.Err)
+		case want[i] == "":
+			if !cl.Out.From.Equal(cl.Req.From) || !cl.Out.To.Equal(cl.Req.To) || cl.Out.CustomerID != cl.Req.CustomerID {
+				t.Errorf("request %d got booking %d of customer %d for %v–%v", i, cl.Out.ID, cl.Out.CustomerID, cl.Out.From, cl.Out.To)
+			}
+			held[cl.Out.ID] = true
+		case !fault.Is(cl.Err, want[i]) || cl.Out != nil:
+			t.Errorf("request %d: booking %v err %v, want %s", i, cl.Out, cl.Err, want[i])
+		}
+	}
+	var live, expired, events int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'HELD'), count(*) FILTER (WHERE status = 'EXPIRED'),
+		(SELECT count(*) FROM outbox o JOIN booking x ON x.id = o.booking_id WHERE x.car_id = $1 AND o.type = 'booking.held')
+		FROM booking WHERE car_id = $1`, car).Scan(&live, &expired, &events); err != nil {
+		t.Fatal(err)
+	}
+	// The batch's 4 holds and customer 5's live one; the stale one expired.
+	if live != 5 || expired != 1 || events != 6 {
+		t.Errorf("%d held, %d expired, %d held events; want 5, 1 and 6", live, expired, events)
+	}
+	if len(held) != 4 {
+		t.Errorf("%d distinct bookings answered, want 4", len(held))
+	}
+}
+
+// A batch for a car that does not exist refuses each request as invalid.
+func TestCarBatchForNoCar(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	svc := newBatchService(pool)
+	from := time.Now().Add(72 * time.Hour).Truncate(time.Hour)
+	calls := batchCalls(HoldRequest{CustomerID: 1, CarID: 999, From: from, To: from.Add(time.Hour)},
+		HoldRequest{CustomerID: 2, CarID: 999, From: from.Add(5 * time.Hour), To: from.Add(6 * time.Hour)})
+	if err := svc.holdMany(t.Context(), 999, calls); err != nil {
+		t.Fatal(err)
+	}
+	for i, cl := range calls {
+		if !fault.Is(cl.Err, fault.ValidationFailed) {
+			t.Errorf("request %d: %v, want validation_failed", i, cl.Err)
+		}
+	}
+}
+
+func newBatchService(pool *pgxpool.Pool) *Service {
+	life := booking.NewLifecycle(clock.System{}, map[booking.Kind]booking.Inventory{booking.KindCar: Inventory{}})
+	return NewService(pool, clock.System{}, life, Config{HoldTTL: 15 * time.Minute})
+}
+
+// The calendar read only leaves out what the constraint would refuse; the
+// constraint still decides. A booking another transaction inserts without
+// the car's lock, unseen by the batch's read, makes the batch's insert
+// fail: nothing of the batch is written and the error is returned (the
+// coalescer then holds each request alone); a batch of one is answered
+// car_unavailable.
+func TestCarBatchRefusedByTheConstraintWritesNothing(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := t.Context()
+	svc := newBatchService(pool)
+	car := batchCar(t, pool)
+	from := time.Now().Add(72 * time.Hour).Truncate(time.Hour)
+	for _, calls := range [][]*call{
+		batchCalls(HoldRequest{CustomerID: 1, CarID: car, From: from, To: from.Add(24 * time.Hour)},
+			HoldRequest{CustomerID: 2, CarID: car, From: from.Add(30 * 24 * time.Hour), To: from.Add(31 * 24 * time.Hour)}),
+		batchCalls(HoldRequest{CustomerID: 3, CarID: car, From: from.Add(10 * 24 * time.Hour), To: from.Add(11 * 24 * time.Hour)}),
+	} {
+		other, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sneak := batchCalls(HoldRequest{CustomerID: 9, CarID: car, From: calls[0].Req.From, To: calls[0].Req.To})
+		if _, err := insertHolds(ctx, other, car, sneak, 9, 100, 100, "VND", time.Now(), 15*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- svc.holdMany(ctx, car, calls) }()
+		waitForLockWait(t, pool)
+		if err := other.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		err = <-done
+		if len(calls) > 1 && !pg.Violates(err, "booking_car_no_overlap") {
+			t.Errorf("a batch of %d whose insert the constraint refused: %v, want the violation", len(calls), err)
+		}
+		if len(calls) == 1 && !fault.Is(err, fault.CarUnavailable) {
+			t.Errorf("a hold whose insert the constraint refused: %v, want car_unavailable", err)
+		}
+		var mine int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM booking WHERE car_id = $1 AND customer_id <> 9`, car).Scan(&mine); err != nil {
+			t.Fatal(err)
+		}
+		if mine != 0 {
+			t.Fatalf("%d bookings written by a refused batch, want none", mine)
+		}
+	}
+}
+
+// waitForLockWait waits until a backend of pool's database waits for a
+// lock.
+func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no backend waited for a lock within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
