@@ -346,10 +346,10 @@ func (g *Guard) beforeHold(ctx context.Context, h Intent) (context.Context, *hol
 	}
 	if h.FlightID == 0 {
 		// A car hold takes its slot only when it first asks the pool for
-		// a connection: it may first wait for its car's turn (rental
-		// queues one car's holds), holding nothing, and a crowd racing
-		// for one car must not fill the lane that every other car's holds
-		// need.
+		// a connection: it may first wait for its car's next batch
+		// (rental puts one car's holds together), holding nothing, and a
+		// crowd racing for one car must not fill the lane that every
+		// other car's holds need.
 		if l, ok := g.lanes[LaneHold]; ok {
 			ctx, p.leave = withLaneTicket(ctx, l, g.cfg.ShedWait)
 		}
