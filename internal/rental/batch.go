@@ -40,8 +40,10 @@ func (s *Service) holdMany(ctx context.Context, carID int64, calls []*call) erro
 		return unavailable(carID, err)
 	case len(calls) == 1 && pg.Violates(err, "booking_car_fkey"):
 		return fault.Invalid("carId", "no car %d", carID)
-	default:
+	case fault.CodeOf(err) != "":
 		return err
+	default:
+		return fmt.Errorf("hold car %d: %w", carID, err)
 	}
 	// The stale holds the batch expired gave their period back, as the
 	// sweeper's expiry does: told after the commit, like it.
@@ -123,7 +125,7 @@ func holdBatch(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, carID in
 		return err
 	})
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, fmt.Errorf("hold car %d: %w", carID, err)
+		return nil, err
 	}
 	buffer := time.Duration(turnaround.Microseconds) * time.Microsecond
 	var (
@@ -179,7 +181,7 @@ func holdBatch(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, carID in
 	}
 	made, err := insertHolds(ctx, tx, carID, holds, hostID, daily, deposit, currency, now, ttl)
 	if err != nil {
-		return nil, fmt.Errorf("hold car %d: %w", carID, err)
+		return nil, err
 	}
 	batch = &pgx.Batch{}
 	recorded := make([]func() error, len(holds))
@@ -190,7 +192,7 @@ func holdBatch(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, carID in
 		recorded[i] = pg.QueueEffect(cl.Ctx, batch, booking.EffectOf(made[i].ID))
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, fmt.Errorf("hold car %d: %w", carID, err)
+		return nil, err
 	}
 	for i, cl := range holds {
 		if err := recorded[i](); err != nil {
