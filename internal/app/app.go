@@ -212,11 +212,6 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 		ready[name] = check
 	}
 	a.Keys = idempotency.New(arch, pool)
-	if cfg.Protect {
-		// A crowd's claims of their Idempotency-Keys share a statement
-		// and a commit, as their holds do.
-		a.Keys.Batch(o.Registry)
-	}
 	a.API = httpapi.New(httpapi.Deps{
 		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Cars: cars, Lifecycle: a.Life, Keys: a.Keys,
 		HoldExtension: cfg.HoldExtension, AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry, Guard: a.Guard, Ready: ready,

@@ -39,17 +39,11 @@ type keyBundle struct {
 
 var testSecret = []byte("idempotency-test-secret-0123")
 
-func setupKeys(t *testing.T) *keyBundle { return setupKeysWith(t, false) }
-
-// setupKeysWith is setupKeys with the claims of keys batched or not.
-func setupKeysWith(t *testing.T, batch bool) *keyBundle {
+func setupKeys(t *testing.T) *keyBundle {
 	t.Helper()
 	b := &keyBundle{clock: clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))}
 	pool := pgtest.NewPool(t)
 	b.keys = idempotency.New(base.Test(b.clock), pool)
-	if batch {
-		b.keys.Batch(nil)
-	}
 	b.srv = New(Deps{Log: slog.New(slog.DiscardHandler), Clock: b.clock, Pool: pool, Keys: b.keys,
 		AuthSecret: testSecret, Registry: prometheus.NewRegistry()})
 	b.srv.handle(route("POST /t", roles(auth.Customer), guard.LaneOther, KeyOptional, func(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
@@ -197,39 +191,6 @@ func TestKeyInUseWhileRunning(t *testing.T) {
 	}
 	if n := b.runs.Load(); n != 1 {
 		t.Errorf("handler ran %d times, want 1", n)
-	}
-}
-
-// With claims batched, a crowd of requests at once, each key sent twice
-// together (a client and its impatient retry), runs each key exactly once:
-// the same key twice in one batch, or in two batches at once, is decided
-// by the database as a lone claim's is.
-func TestBatchedClaimsRunEachKeyOnce(t *testing.T) {
-	t.Parallel()
-	b := setupKeysWith(t, true)
-	b.answer = created
-	const keys = 30
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	codes := make([]int, 2*keys)
-	for i := range codes {
-		wg.Go(func() {
-			<-start
-			resp, _ := b.post(t, int64(1+(i/2)%3), fmt.Sprintf("k%d", i/2), `{}`)
-			codes[i] = resp.StatusCode
-		})
-	}
-	close(start)
-	wg.Wait()
-	for k := range keys {
-		a, c := codes[2*k], codes[2*k+1]
-		if (a != http.StatusCreated || (c != http.StatusCreated && c != http.StatusConflict)) &&
-			(c != http.StatusCreated || (a != http.StatusCreated && a != http.StatusConflict)) {
-			t.Errorf("key %d sent twice: %d and %d, want 201 and 201 (replayed) or 409", k, a, c)
-		}
-	}
-	if n := b.runs.Load(); n != keys {
-		t.Errorf("handler ran %d times for %d keys, want once each", n, keys)
 	}
 }
 

@@ -12,23 +12,19 @@ package idempotency
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/clock"
-	"berth.dev/berth/internal/coalesce"
 	"berth.dev/berth/internal/fault"
 )
 
@@ -67,10 +63,9 @@ type Answer struct {
 
 // Store keeps idempotency keys in PostgreSQL.
 type Store struct {
-	pool   *pgxpool.Pool
-	clock  clock.Clock
-	log    *slog.Logger
-	claims *coalesce.Coalescer[string, Request, string] // nil: one INSERT per claim
+	pool  *pgxpool.Pool
+	clock clock.Clock
+	log   *slog.Logger
 }
 
 // New returns the store of keys in pool, on b's clock and logger.
@@ -93,12 +88,29 @@ func (s *Store) Claim(ctx context.Context, q Request, fromEffect FromEffect) (st
 	// A row may vanish between the INSERT and the SELECT (its request ended
 	// without a final answer): then try again, a bounded number of times.
 	for range 3 {
-		lease, err := s.insert(ctx, q)
-		if err != nil {
-			return "", nil, fmt.Errorf("claim idempotency key: %w", err)
-		}
-		if lease != "" {
+		now := s.clock.Now()
+		var lease string
+		// The first INSERT wins. A row whose 24 hours are over is taken over
+		// by any request; a row whose owner died (lease over, no answer) by
+		// the same request only.
+		err := s.pool.QueryRow(ctx, `INSERT INTO idempotency_key AS k
+				(caller_id, idem_key, method, path, request_hash, lease, locked_until, created_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5, gen_random_uuid(), $7, $6, $8)
+			ON CONFLICT (caller_id, idem_key) DO UPDATE SET
+				method = EXCLUDED.method, path = EXCLUDED.path, request_hash = EXCLUDED.request_hash,
+				lease = EXCLUDED.lease, locked_until = EXCLUDED.locked_until,
+				response_status = NULL, response_headers = NULL, response_body = NULL, effect = NULL,
+				created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+			WHERE k.expires_at <= $6
+			   OR (k.response_status IS NULL AND k.locked_until <= $6 AND k.effect IS NULL
+			       AND k.method = EXCLUDED.method AND k.path = EXCLUDED.path AND k.request_hash = EXCLUDED.request_hash)
+			RETURNING lease::text`,
+			q.Caller, q.Key, q.Method, q.Path, q.Hash, now, now.Add(Lease), now.Add(TTL)).Scan(&lease)
+		if err == nil {
 			return lease, nil, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return "", nil, fmt.Errorf("claim idempotency key: %w", err)
 		}
 		var (
 			method, path string
@@ -123,7 +135,7 @@ func (s *Store) Claim(ctx context.Context, q Request, fromEffect FromEffect) (st
 			return "", nil, fault.New(fault.IdempotencyKeyReused,
 				"this Idempotency-Key was used for a different request (%s %s or another body)", method, path)
 		}
-		if status == nil && effect != nil && lockedUntil != nil && !lockedUntil.After(s.clock.Now()) {
+		if status == nil && effect != nil && lockedUntil != nil && !lockedUntil.After(now) {
 			a, err := s.answerFromEffect(ctx, q, *effect, fromEffect)
 			if err != nil {
 				return "", nil, err
@@ -136,107 +148,6 @@ func (s *Store) Claim(ctx context.Context, q Request, fromEffect FromEffect) (st
 		return "", &Answer{Status: *status, Headers: headers, Body: body}, nil
 	}
 	return "", nil, KeyInUse()
-}
-
-// claim is one request's claim of its key in a batch: its lease, or ""
-// when the key's row exists and was not taken over.
-type claim = coalesce.Call[Request, string]
-
-// insert claims q's key with an INSERT, batched with other requests' of
-// the same method and path when batching is on (Batch), and returns the
-// lease, or "" when the key's row exists and was not taken over.
-func (s *Store) insert(ctx context.Context, q Request) (string, error) {
-	if s.claims != nil {
-		return s.claims.Do(ctx, q.Method+" "+q.Path, q)
-	}
-	return coalesce.One(ctx, s.insertMany, q.Method+" "+q.Path, q)
-}
-
-// insertMany claims the keys of calls with one INSERT: the first INSERT of
-// a key wins. A row whose 24 hours are over is taken over by any request;
-// a row whose owner died (lease over, no answer) by the same request only.
-// The rows are inserted in key order, so that two batches never wait on
-// each other's keys in opposite orders. A key twice in one batch is
-// inserted once, for the first of its requests; the others get "" (ON
-// CONFLICT cannot change a row twice in one statement).
-func (s *Store) insertMany(ctx context.Context, _ string, calls []*claim) error {
-	now := s.clock.Now()
-	n := len(calls)
-	sorted := slices.Clone(calls)
-	slices.SortStableFunc(sorted, func(a, b *claim) int {
-		return cmp.Or(cmp.Compare(a.Req.Caller, b.Req.Caller), cmp.Compare(a.Req.Key, b.Req.Key))
-	})
-	var (
-		callers = make([]int64, 0, n)
-		keys    = make([]string, 0, n)
-		methods = make([]string, 0, n)
-		paths   = make([]string, 0, n)
-		hashes  = make([][]byte, 0, n)
-	)
-	for i, cl := range sorted {
-		if i > 0 && cl.Req.Caller == sorted[i-1].Req.Caller && cl.Req.Key == sorted[i-1].Req.Key {
-			// A repeat of a key the batch claims: it finds the row taken
-			// (Claim reads it after the batch).
-			continue
-		}
-		callers, keys = append(callers, cl.Req.Caller), append(keys, cl.Req.Key)
-		methods, paths, hashes = append(methods, cl.Req.Method), append(paths, cl.Req.Path), append(hashes, cl.Req.Hash)
-	}
-	rows, err := s.pool.Query(ctx, `INSERT INTO idempotency_key AS k
-			(caller_id, idem_key, method, path, request_hash, lease, locked_until, created_at, expires_at)
-		SELECT u.caller, u.key, u.method, u.path, u.hash, gen_random_uuid(), $2, $1, $3
-		FROM unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::bytea[]) WITH ORDINALITY
-		     AS u(caller, key, method, path, hash, n)
-		ORDER BY u.n
-		ON CONFLICT (caller_id, idem_key) DO UPDATE SET
-			method = EXCLUDED.method, path = EXCLUDED.path, request_hash = EXCLUDED.request_hash,
-			lease = EXCLUDED.lease, locked_until = EXCLUDED.locked_until,
-			response_status = NULL, response_headers = NULL, response_body = NULL, effect = NULL,
-			created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-		WHERE k.expires_at <= $1
-		   OR (k.response_status IS NULL AND k.locked_until <= $1 AND k.effect IS NULL
-		       AND k.method = EXCLUDED.method AND k.path = EXCLUDED.path AND k.request_hash = EXCLUDED.request_hash)
-		RETURNING caller_id, idem_key, lease::text`,
-		now, now.Add(Lease), now.Add(TTL), callers, keys, methods, paths, hashes)
-	if err != nil {
-		return err
-	}
-	type key struct {
-		caller int64
-		key    string
-	}
-	leases := make(map[key]string, n)
-	var (
-		caller      int64
-		name, lease string
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&caller, &name, &lease}, func() error {
-		leases[key{caller, name}] = lease
-		return nil
-	}); err != nil {
-		return err
-	}
-	for _, cl := range sorted {
-		k := key{cl.Req.Caller, cl.Req.Key}
-		cl.Out, cl.Err = leases[k], nil
-		delete(leases, k)
-	}
-	return nil
-}
-
-// Batch turns on batching of claims: concurrent claims of one method and
-// path in this process (a crowd holding, say) share one INSERT and one
-// commit instead of one each (see coalesce). Call it before the store
-// serves requests.
-func (s *Store) Batch(reg prometheus.Registerer) {
-	s.claims = coalesce.New(coalesce.Config[string, Request, string]{
-		Many: s.insertMany,
-		// Never used: without QueueWait a claim waits for its batch for as
-		// long as its request may (the connection budget bounds the batch).
-		Busy:     func(string) error { return fault.New(fault.Overloaded, "too many requests at once; try again shortly") },
-		MaxBatch: 64, Flushes: 4,
-		Metric: "berth_idempotency_claim_batch", What: "Idempotency-Key claims", Registry: reg, Log: s.log,
-	})
 }
 
 // answerFromEffect makes the answer of a key whose request committed effect
