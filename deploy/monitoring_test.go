@@ -36,6 +36,13 @@ func berthMetrics(t *testing.T) map[string]bool {
 			if !ok {
 				return true
 			}
+			if prefix, ok := coalesceMetric(lit); ok {
+				// coalesce.New names its metrics from Config.Metric.
+				for _, name := range []string{"_size_bucket", "_size_sum", "_size_count", "_fallbacks_total", "_shed_total"} {
+					names[prefix+name] = true
+				}
+				return true
+			}
 			sel, ok := lit.Type.(*ast.SelectorExpr)
 			if !ok || !strings.HasSuffix(sel.Sel.Name, "Opts") {
 				return true
@@ -66,6 +73,26 @@ func berthMetrics(t *testing.T) map[string]bool {
 		t.Fatalf("found only %d metrics in internal/: the scan is broken", len(names))
 	}
 	return names
+}
+
+// coalesceMetric is the Metric of a coalesce.Config[…] literal.
+func coalesceMetric(lit *ast.CompositeLit) (string, bool) {
+	idx, ok := lit.Type.(*ast.IndexListExpr)
+	if !ok {
+		return "", false
+	}
+	if sel, ok := idx.X.(*ast.SelectorExpr); !ok || sel.Sel.Name != "Config" {
+		return "", false
+	}
+	for _, e := range lit.Elts {
+		if kv, ok := e.(*ast.KeyValueExpr); ok && kv.Key.(*ast.Ident).Name == "Metric" {
+			if s, ok := kv.Value.(*ast.BasicLit); ok {
+				name, err := strconv.Unquote(s.Value)
+				return name, err == nil
+			}
+		}
+	}
+	return "", false
 }
 
 var metricRef = regexp.MustCompile(`\b(berth_[a-z0-9_]+|go_[a-z0-9_]+|process_[a-z0-9_]+)\b`)
