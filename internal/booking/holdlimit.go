@@ -48,27 +48,24 @@ func (l HoldLimit) Refused(secs int) error {
 // Queue queues on batch, for a transaction that pipelines its statements,
 // the database's answer how many more holds each of customers may make at
 // now, taking the customers' hold-limit locks until the transaction ends
-// (queue it before any other locking statement). Once the batch is closed
-// without error, the function returned answers each hold in the order the
-// holds are decided: nil while its customer has a hold left (the call
-// takes it), l.Refused when not. With the limit off nothing is queued and
-// every hold is allowed.
+// (queue it before any other locking statement). The answer is in the
+// Allowance returned once the batch is closed without error. With the
+// limit off nothing is queued and every hold is allowed.
 //
-// The refusal is not returned by the batch itself: an error there makes
-// pgx forget the statements it had prepared for the whole batch.
-func (l HoldLimit) Queue(batch *pgx.Batch, customers []int64, now time.Time) func(customer int64) error {
+// A refusal is not returned by the batch itself: an error there makes pgx
+// forget the statements it had prepared for the whole batch.
+func (l HoldLimit) Queue(batch *pgx.Batch, customers []int64, now time.Time) *Allowance {
+	a := &Allowance{l: l, left: make(map[int64]int, len(customers)), retry: make(map[int64]int, len(customers))}
 	if l.Off() {
-		return func(int64) error { return nil }
+		return a
 	}
 	n, window := l.Args()
-	left := make(map[int64]int, len(customers))
-	retry := make(map[int64]int, len(customers))
 	batch.Queue(`SELECT o_customer, o_left, ceil(extract(epoch FROM o_retry))::integer
 		FROM hold_allowance($1::bigint[], $2, $3, $4)`, customers, now, n, window).Query(func(rows pgx.Rows) error {
 		var c int64
-		var l, r int
-		_, err := pgx.ForEachRow(rows, []any{&c, &l, &r}, func() error {
-			left[c], retry[c] = l, r
+		var left, retry int
+		_, err := pgx.ForEachRow(rows, []any{&c, &left, &retry}, func() error {
+			a.left[c], a.retry[c] = left, retry
 			return nil
 		})
 		if err != nil {
@@ -76,11 +73,24 @@ func (l HoldLimit) Queue(batch *pgx.Batch, customers []int64, now time.Time) fun
 		}
 		return nil
 	})
-	return func(customer int64) error {
-		if left[customer] <= 0 {
-			return l.Refused(retry[customer])
-		}
-		left[customer]--
-		return nil
-	}
+	return a
 }
+
+// Allowance is how many holds each customer of a transaction may still
+// make (HoldLimit.Queue).
+type Allowance struct {
+	l           HoldLimit
+	left, retry map[int64]int
+}
+
+// Check returns l.Refused when customer has no hold left, else nil.
+func (a *Allowance) Check(customer int64) error {
+	if !a.l.Off() && a.left[customer] <= 0 {
+		return a.l.Refused(a.retry[customer])
+	}
+	return nil
+}
+
+// Take counts a hold customer makes: only holds made count, not those
+// refused for another reason.
+func (a *Allowance) Take(customer int64) { a.left[customer]-- }

@@ -134,7 +134,7 @@ func holdBatch(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, carID in
 	)
 	for _, cl := range calls {
 		r := cl.Req
-		if err := allowed(r.CustomerID); err != nil {
+		if err := allowed.Check(r.CustomerID); err != nil {
 			cl.Err = err
 			continue
 		}
@@ -163,6 +163,7 @@ func holdBatch(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, carID in
 				stale = append(stale, b.ID)
 			}
 		}
+		allowed.Take(r.CustomerID)
 		holds = append(holds, cl)
 	}
 	slices.Sort(stale)

@@ -37,7 +37,7 @@ func batchCalls(reqs ...HoldRequest) []*call {
 // as the constraint would one after the other: a live booking, an earlier
 // request of the batch, and the turnaround after either block; a stale
 // hold does not (it is expired); the hold limit counts the batch's own
-// holds. What is written is exactly the holds answered, each with its
+// holds, and only those made. What is written is exactly the holds answered, each with its
 // event.
 func TestCarBatchDecidesEachRequestAlone(t *testing.T) {
 	t.Parallel()
@@ -64,13 +64,14 @@ func TestCarBatchDecidesEachRequestAlone(t *testing.T) {
 		HoldRequest{CustomerID: 4, CarID: car, From: day(25, 12), To: day(25, 18)}, // inside customer 3's
 		HoldRequest{CustomerID: 4, CarID: car, From: day(26, 10), To: day(27, 9)},  // in customer 3's turnaround
 		HoldRequest{CustomerID: 6, CarID: car, From: day(26, 11), To: day(27, 9)},  // right after it
+		HoldRequest{CustomerID: 5, CarID: car, From: day(10, 12), To: day(10, 18)}, // refused: does not count
 		HoldRequest{CustomerID: 5, CarID: car, From: day(15, 9), To: day(16, 9)},   // customer 5's third
 		HoldRequest{CustomerID: 5, CarID: car, From: day(17, 9), To: day(18, 9)},   // and fourth: over the limit
 	)
 	if err := svc.holdMany(ctx, car, calls); err != nil {
 		t.Fatal(err)
 	}
-	want := []fault.Code{fault.CarUnavailable, "", "", fault.CarUnavailable, fault.CarUnavailable, "", "", fault.RateLimited}
+	want := []fault.Code{fault.CarUnavailable, "", "", fault.CarUnavailable, fault.CarUnavailable, "", fault.CarUnavailable, "", fault.RateLimited}
 	held := map[int64]bool{}
 	for i, cl := range calls {
 		switch {
