@@ -241,7 +241,7 @@ func TestBatchWaitsForTheCounterRow(t *testing.T) {
 		{CustomerID: 2, FlightID: id, FareClass: "ECONOMY", Quantity: 1},
 	})
 	done := make(chan error, 1)
-	go func() { done <- svc.holdMany(ctx, id, batch); close(done) }()
+	go func() { done <- svc.holdMany(ctx, id, batch) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var waiting int
@@ -253,8 +253,8 @@ func TestBatchWaitsForTheCounterRow(t *testing.T) {
 			break
 		}
 		select {
-		case <-done:
-			t.Fatal("the batch finished without waiting for the counter row")
+		case err := <-done:
+			t.Fatalf("the batch finished without waiting for the counter row (%v)", err)
 		default:
 		}
 		if time.Now().After(deadline) {
