@@ -142,8 +142,16 @@ func TestQueuedTooLongIsBusy(t *testing.T) {
 	first := make(chan error, 1)
 	go func() { _, err := c.Do(context.Background(), "k", 1); first <- err }()
 	<-g.started
-	if _, err := c.Do(context.Background(), "k", 2); !errors.Is(err, errBusy) {
-		t.Errorf("a request queued past the wait: %v, want busy", err)
+	second := make(chan error, 1)
+	go func() { _, err := c.Do(context.Background(), "k", 2); second <- err }()
+	select {
+	case err := <-second:
+		if !errors.Is(err, errBusy) {
+			t.Errorf("a request queued past the wait: %v, want busy", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(g.release)
+		t.Fatal("a request queued past the wait got no answer within 10 s")
 	}
 	close(g.release)
 	if err := <-first; err != nil {
