@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"berth.dev/berth/internal/fault"
 )
 
 // Call is one request of a batch: Many reads Ctx and Req and sets Out and
@@ -304,6 +306,16 @@ func (c *Coalescer[K, R, T]) flush(key K, batch []*Call[R, T]) {
 		for _, cl := range batch {
 			cl.Out, cl.Err = c.alone(cl.Ctx, key, cl.Req)
 		}
+	}
+}
+
+// Overloaded is a Config.Busy for holds on a key that names a thing (such
+// as "flight"): 503 overloaded, to try again in a second.
+func Overloaded[K any](thing string) func(K) error {
+	return func(key K) error {
+		e := fault.New(fault.Overloaded, "too many holds on %s %v at once; try again shortly", thing, key)
+		e.RetryAfter = time.Second
+		return e
 	}
 }
 

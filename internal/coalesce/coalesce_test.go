@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/coalesce"
 )
 
@@ -67,18 +68,6 @@ func newCoalescer(g *gated, queueWait time.Duration) *coalesce.Coalescer[string,
 	})
 }
 
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // Requests that queue behind a running batch go together in the next one;
 // when that batch fails as a whole, each request is decided alone, and a
 // request whose own batch fails gets the error.
@@ -108,7 +97,7 @@ func TestFailedBatchIsDecidedOneByOne(t *testing.T) {
 	for r := 2; r <= 4; r++ {
 		go do(r)
 	}
-	waitFor(t, "three requests to queue", func() bool { return c.Waiting("k") == 3 })
+	apptest.Eventually(t, 10*time.Second, "three requests to queue", func() bool { return c.Waiting("k") == 3 })
 	close(g.release)
 	for range 3 {
 		select {
@@ -127,7 +116,7 @@ func TestFailedBatchIsDecidedOneByOne(t *testing.T) {
 	if got := g.sizes(); len(got) != 5 || got[0] != 1 || got[1] != 3 {
 		t.Errorf("batch sizes %v, want [1 3 1 1 1]", got)
 	}
-	waitFor(t, "the key's queue to go", func() bool { return c.Keys() == 0 })
+	apptest.Eventually(t, 10*time.Second, "the key's queue to go", func() bool { return c.Keys() == 0 })
 	if n := c.Spawned(); n != 1 {
 		t.Errorf("%d flushing goroutines, want 1", n)
 	}
@@ -157,7 +146,7 @@ func TestQueuedTooLongIsBusy(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the key's queue to go", func() bool { return c.Keys() == 0 })
+	apptest.Eventually(t, 10*time.Second, "the key's queue to go", func() bool { return c.Keys() == 0 })
 	if got := g.sizes(); len(got) != 1 {
 		t.Errorf("batch sizes %v, want only the first request's", got)
 	}

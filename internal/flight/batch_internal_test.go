@@ -243,15 +243,7 @@ func TestBatchWaitsForTheCounterRow(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- svc.holdMany(ctx, id, batch) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var waiting int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
+	for pgtest.LockWaiters(t, pool) == 0 {
 		select {
 		case err := <-done:
 			t.Fatalf("the batch finished without waiting for the counter row (%v)", err)

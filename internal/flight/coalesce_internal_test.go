@@ -68,14 +68,8 @@ func TestHoldsBehindALoneHoldGoTogether(t *testing.T) {
 		answers <- answer{b, err}
 	}
 	go hold(1)
-	waitFor(t, "the lone hold to wait for the counter row", func() bool {
-		var waiting int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		return waiting > 0
-	})
+	// The lone hold waits for the counter row.
+	pgtest.AwaitLockWait(t, pool)
 	for customer := int64(2); customer <= 4; customer++ {
 		go hold(customer)
 	}

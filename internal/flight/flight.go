@@ -160,12 +160,8 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 // holdBatch statement.
 func newCoalescer(s *Service, cfg Config) *coalesce.Coalescer[int64, HoldRequest, *booking.Booking] {
 	return coalesce.New(coalesce.Config[int64, HoldRequest, *booking.Booking]{
-		Many: s.holdMany,
-		Busy: func(id int64) error {
-			e := fault.New(fault.Overloaded, "too many holds on flight %d at once; try again shortly", id)
-			e.RetryAfter = time.Second
-			return e
-		},
+		Many:     s.holdMany,
+		Busy:     coalesce.Overloaded[int64]("flight"),
 		MaxBatch: cfg.MaxBatch, Flushes: cfg.Flushes, Linger: cfg.Linger, Regroup: 2 * time.Millisecond,
 		QueueWait: cfg.QueueWait, Metric: "berth_hold_batch", What: "Flight holds", Registry: cfg.Registry, Log: cfg.Log,
 	})

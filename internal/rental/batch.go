@@ -91,7 +91,7 @@ func holdBatch(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, carID in
 		currency               string
 		turnaround             pgtype.Interval
 		found                  bool
-		taken                  []blocked
+		taken                  []booked
 		customers              = make([]int64, len(calls))
 		from, to               = calls[0].Req.From, calls[0].Req.To
 	)
@@ -115,13 +115,23 @@ func holdBatch(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, carID in
 	// The car's live bookings whose blocked range overlaps what the batch
 	// would block, in id order, so that two batches clearing the same stale
 	// holds lock them in the same order.
-	batch.Queue(`SELECT b.id, b.status = 'HELD' AND b.hold_expires_at <= $2, lower(b.blocked), upper(b.blocked)
+	batch.Queue(`SELECT b.id, lower(b.blocked), upper(b.blocked), CASE WHEN b.status = 'HELD' THEN b.hold_expires_at END
 		FROM booking b JOIN car c ON c.id = b.car_id
 		WHERE b.kind = 'car' AND b.car_id = $1 AND b.status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
-		  AND b.blocked && tstzrange($3::timestamptz, $4::timestamptz + c.turnaround, '[)')
-		ORDER BY b.id`, carID, now, from, to).Query(func(rows pgx.Rows) error {
-		var err error
-		taken, err = pgx.CollectRows(rows, pgx.RowToStructByPos[blocked])
+		  AND b.blocked && tstzrange($2::timestamptz, $3::timestamptz + c.turnaround, '[)')
+		ORDER BY b.id`, carID, from, to).Query(func(rows pgx.Rows) error {
+		var (
+			b         booked
+			heldUntil *time.Time
+		)
+		_, err := pgx.ForEachRow(rows, []any{&b.id, &b.from, &b.to, &heldUntil}, func() error {
+			b.heldUntil = time.Time{}
+			if heldUntil != nil {
+				b.heldUntil = *heldUntil
+			}
+			taken = append(taken, b)
+			return nil
+		})
 		return err
 	})
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
@@ -142,29 +152,20 @@ func holdBatch(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, carID in
 			cl.Err = fault.Invalid("carId", "no car %d", carID)
 			continue
 		}
-		want := blocked{From: r.From, To: r.To.Add(buffer)}
-		clear := true
-		for _, b := range taken {
-			if b.overlaps(want) && !b.Stale {
-				clear = false
-			}
-		}
-		for _, h := range holds {
-			if want.overlaps(blocked{From: h.Req.From, To: h.Req.To.Add(buffer)}) {
-				clear = false
-			}
-		}
-		if !clear {
+		start, end := r.From, r.To.Add(buffer)
+		if slices.ContainsFunc(taken, func(b booked) bool { return b.liveAt(now) && b.overlaps(start, end) }) {
 			cl.Err = unavailable(carID, nil)
 			continue
 		}
 		for _, b := range taken {
-			if b.Stale && b.overlaps(want) && !slices.Contains(stale, b.ID) {
-				stale = append(stale, b.ID)
+			if !b.liveAt(now) && b.overlaps(start, end) && !slices.Contains(stale, b.id) {
+				stale = append(stale, b.id)
 			}
 		}
 		allowed.Take(r.CustomerID)
 		holds = append(holds, cl)
+		// Later requests of the batch find this one's time taken.
+		taken = append(taken, booked{span: span{from: start, to: end}})
 	}
 	slices.Sort(stale)
 	var expired []*booking.Booking
@@ -263,15 +264,12 @@ func insertHolds(ctx context.Context, tx pgx.Tx, carID int64, holds []*call, hos
 	return out, nil
 }
 
-// blocked is a booking's blocked range [From, To), its period and the
-// car's turnaround; Stale marks a HELD booking whose time is up.
-type blocked struct {
-	ID       int64
-	Stale    bool
-	From, To time.Time
+// booked is a booking of the car as a batch reads it: its id and the time
+// it blocks (span).
+type booked struct {
+	id int64
+	span
 }
-
-func (b blocked) overlaps(o blocked) bool { return b.From.Before(o.To) && o.From.Before(b.To) }
 
 // unavailable is the answer to a request whose period the car's calendar
 // blocks.

@@ -25,10 +25,11 @@ func batchCar(t *testing.T, pool *pgxpool.Pool) int64 {
 	return id
 }
 
-func batchCalls(reqs ...HoldRequest) []*call {
+// batchCalls wraps requests, each with ctx, for holdMany.
+func batchCalls(ctx context.Context, reqs ...HoldRequest) []*call {
 	calls := make([]*call, len(reqs))
 	for i, r := range reqs {
-		calls[i] = &call{Ctx: context.Background(), Req: r}
+		calls[i] = &call{Ctx: ctx, Req: r}
 	}
 	return calls
 }
@@ -57,7 +58,7 @@ func TestCarBatchDecidesEachRequestAlone(t *testing.T) {
 	if _, err := svc.Hold(ctx, HoldRequest{CustomerID: 5, CarID: car, From: day(10, 9), To: day(11, 9)}); err != nil {
 		t.Fatal(err)
 	}
-	calls := batchCalls(
+	calls := batchCalls(context.Background(),
 		HoldRequest{CustomerID: 1, CarID: car, From: day(11, 10), To: day(12, 9)}, // in the live hold's turnaround
 		HoldRequest{CustomerID: 2, CarID: car, From: day(20, 9), To: day(21, 9)},  // over the stale hold
 		HoldRequest{CustomerID: 3, CarID: car, From: day(25, 9), To: day(26, 9)},
@@ -107,7 +108,7 @@ func TestCarBatchForNoCar(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	svc := newBatchService(pool)
 	from := time.Now().Add(72 * time.Hour).Truncate(time.Hour)
-	calls := batchCalls(HoldRequest{CustomerID: 1, CarID: 999, From: from, To: from.Add(time.Hour)},
+	calls := batchCalls(context.Background(), HoldRequest{CustomerID: 1, CarID: 999, From: from, To: from.Add(time.Hour)},
 		HoldRequest{CustomerID: 2, CarID: 999, From: from.Add(5 * time.Hour), To: from.Add(6 * time.Hour)})
 	if err := svc.holdMany(t.Context(), 999, calls); err != nil {
 		t.Fatal(err)
@@ -138,21 +139,21 @@ func TestCarBatchRefusedByTheConstraintWritesNothing(t *testing.T) {
 	car := batchCar(t, pool)
 	from := time.Now().Add(72 * time.Hour).Truncate(time.Hour)
 	for _, calls := range [][]*call{
-		batchCalls(HoldRequest{CustomerID: 1, CarID: car, From: from, To: from.Add(24 * time.Hour)},
+		batchCalls(context.Background(), HoldRequest{CustomerID: 1, CarID: car, From: from, To: from.Add(24 * time.Hour)},
 			HoldRequest{CustomerID: 2, CarID: car, From: from.Add(30 * 24 * time.Hour), To: from.Add(31 * 24 * time.Hour)}),
-		batchCalls(HoldRequest{CustomerID: 3, CarID: car, From: from.Add(10 * 24 * time.Hour), To: from.Add(11 * 24 * time.Hour)}),
+		batchCalls(context.Background(), HoldRequest{CustomerID: 3, CarID: car, From: from.Add(10 * 24 * time.Hour), To: from.Add(11 * 24 * time.Hour)}),
 	} {
 		other, err := pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sneak := batchCalls(HoldRequest{CustomerID: 9, CarID: car, From: calls[0].Req.From, To: calls[0].Req.To})
+		sneak := batchCalls(context.Background(), HoldRequest{CustomerID: 9, CarID: car, From: calls[0].Req.From, To: calls[0].Req.To})
 		if _, err := insertHolds(ctx, other, car, sneak, 9, 100, 100, "VND", time.Now(), 15*time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
 		go func() { done <- svc.holdMany(ctx, car, calls) }()
-		waitForLockWait(t, pool)
+		pgtest.AwaitLockWait(t, pool)
 		if err := other.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -170,26 +171,5 @@ func TestCarBatchRefusedByTheConstraintWritesNothing(t *testing.T) {
 		if mine != 0 {
 			t.Fatalf("%d bookings written by a refused batch, want none", mine)
 		}
-	}
-}
-
-// waitForLockWait waits until a backend of pool's database waits for a
-// lock.
-func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var n int
-		if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no backend waited for a lock within 10 s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

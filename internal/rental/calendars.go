@@ -25,6 +25,13 @@ type span struct {
 	heldUntil time.Time
 }
 
+// overlaps reports whether sp overlaps [from, to).
+func (sp span) overlaps(from, to time.Time) bool { return sp.from.Before(to) && from.Before(sp.to) }
+
+// liveAt reports whether sp still blocks at now: a HELD booking's stops
+// when its hold runs out.
+func (sp span) liveAt(now time.Time) bool { return sp.heldUntil.IsZero() || now.Before(sp.heldUntil) }
+
 // free returns the page of q's cars that no span blocks at now, as the
 // database would: a car is free when none of its spans overlaps [q.From,
 // q.To plus the car's turnaround).
@@ -48,7 +55,7 @@ func (cc *cityCalendar) free(q SearchQuery, now time.Time) *SearchResult {
 // blocked reports whether a span of cars[i] live at now overlaps [from, to).
 func (cc *cityCalendar) blocked(i int, from, to, now time.Time) bool {
 	for _, sp := range cc.busy[i] {
-		if sp.from.Before(to) && from.Before(sp.to) && (sp.heldUntil.IsZero() || now.Before(sp.heldUntil)) {
+		if sp.overlaps(from, to) && sp.liveAt(now) {
 			return true
 		}
 	}

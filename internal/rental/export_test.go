@@ -23,10 +23,7 @@ func SearchLoadedAt(ctx context.Context, pool *pgxpool.Pool, q SearchQuery, load
 // HoldTogether holds reqs, all of car carID, as one batch and returns each
 // request's answer.
 func (s *Service) HoldTogether(ctx context.Context, carID int64, reqs ...HoldRequest) ([]*booking.Booking, []error, error) {
-	calls := make([]*call, len(reqs))
-	for i, r := range reqs {
-		calls[i] = &call{Ctx: ctx, Req: r}
-	}
+	calls := batchCalls(ctx, reqs...)
 	if err := s.holdMany(ctx, carID, calls); err != nil {
 		return nil, nil, err
 	}

@@ -21,7 +21,6 @@ import (
 	"berth.dev/berth/internal/cache"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/coalesce"
-	"berth.dev/berth/internal/fault"
 )
 
 // Service lists, finds and holds cars.
@@ -73,11 +72,7 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 	if cfg.Queue {
 		s.coalescer = coalesce.New(coalesce.Config[int64, HoldRequest, *booking.Booking]{
 			Many: s.holdMany,
-			Busy: func(id int64) error {
-				e := fault.New(fault.Overloaded, "too many holds on car %d at once; try again shortly", id)
-				e.RetryAfter = time.Second
-				return e
-			},
+			Busy: coalesce.Overloaded[int64]("car"),
 			// One batch of a car at a time: the next waits for the car's
 			// row lock anyway, and is decided better once the first has
 			// committed.

@@ -207,3 +207,27 @@ func randHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// LockWaiters is how many backends of pool's database wait for a lock now.
+func LockWaiters(t testing.TB, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// AwaitLockWait waits, up to 10 s, until a backend of pool's database waits
+// for a lock: a test's transaction has reached the lock another holds.
+func AwaitLockWait(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for LockWaiters(t, pool) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no backend waited for a lock within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
