@@ -291,7 +291,7 @@ type Querier interface {
 }
 
 // EffectOf names the booking id as the effect of a request under an
-// Idempotency-Key (see pg.QueueEffect).
+// Idempotency-Key (recorded by hold_flight and hold_car).
 func EffectOf(id int64) string { return "booking:" + strconv.FormatInt(id, 10) }
 
 // EffectBooking returns the booking id an effect names, if it names one.

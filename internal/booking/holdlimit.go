@@ -1,10 +1,9 @@
 package booking
 
 import (
-	"fmt"
+	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"berth.dev/berth/internal/fault"
@@ -38,59 +37,14 @@ func (l HoldLimit) Args() (int32, pgtype.Interval) {
 }
 
 // Refused is the 429 rate_limited answer for a hold over the limit; secs
-// is how long until the customer may hold again, as the database gave it.
-func (l HoldLimit) Refused(secs int) error {
+// is how long until the customer may hold again, in seconds, as the
+// database gave it (the whole window if it cannot be read).
+func (l HoldLimit) Refused(secs string) error {
+	n, err := strconv.Atoi(secs)
+	if err != nil {
+		n = int(l.Window / time.Second)
+	}
 	e := fault.New(fault.RateLimited, "at most %d holds per %s; try again later", l.N, l.Window)
-	e.RetryAfter = max(time.Duration(secs)*time.Second, time.Second)
+	e.RetryAfter = max(time.Duration(n)*time.Second, time.Second)
 	return e
 }
-
-// Queue queues on batch, for a transaction that pipelines its statements,
-// the database's answer how many more holds each of customers may make at
-// now, taking the customers' hold-limit locks until the transaction ends
-// (queue it before any other locking statement). The answer is in the
-// Allowance returned once the batch is closed without error. With the
-// limit off nothing is queued and every hold is allowed.
-//
-// A refusal is not returned by the batch itself: an error there makes pgx
-// forget the statements it had prepared for the whole batch.
-func (l HoldLimit) Queue(batch *pgx.Batch, customers []int64, now time.Time) *Allowance {
-	a := &Allowance{l: l, left: make(map[int64]int, len(customers)), retry: make(map[int64]int, len(customers))}
-	if l.Off() {
-		return a
-	}
-	n, window := l.Args()
-	batch.Queue(`SELECT o_customer, o_left, ceil(extract(epoch FROM o_retry))::integer
-		FROM hold_allowance($1::bigint[], $2, $3, $4)`, customers, now, n, window).Query(func(rows pgx.Rows) error {
-		var c int64
-		var left, retry int
-		_, err := pgx.ForEachRow(rows, []any{&c, &left, &retry}, func() error {
-			a.left[c], a.retry[c] = left, retry
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("hold limit of customers %v: %w", customers, err)
-		}
-		return nil
-	})
-	return a
-}
-
-// Allowance is how many holds each customer of a transaction may still
-// make (HoldLimit.Queue).
-type Allowance struct {
-	l           HoldLimit
-	left, retry map[int64]int
-}
-
-// Check returns l.Refused when customer has no hold left, else nil.
-func (a *Allowance) Check(customer int64) error {
-	if !a.l.Off() && a.left[customer] <= 0 {
-		return a.l.Refused(a.retry[customer])
-	}
-	return nil
-}
-
-// Take counts a hold customer makes: only holds made count, not those
-// refused for another reason.
-func (a *Allowance) Take(customer int64) { a.left[customer]-- }

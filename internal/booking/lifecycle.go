@@ -101,12 +101,6 @@ func Record(ctx context.Context, tx pgx.Tx, b *Booking, now time.Time) error {
 	return outbox.Write(ctx, tx, outbox.Event{BookingID: b.ID, Type: EventType(b.Status), Data: b.View(), Time: now})
 }
 
-// Queue is Record as a statement queued on batch, for a caller that
-// pipelines its statements.
-func Queue(batch *pgx.Batch, b *Booking, now time.Time) error {
-	return outbox.Queue(batch, outbox.Event{BookingID: b.ID, Type: EventType(b.Status), Data: b.View(), Time: now})
-}
-
 // RefundInstruction is the lifecycle's instruction to refund a cancelled
 // booking: the data of the refund.requested event Cancel writes, which the
 // payment service's refunds consumer reads as payment.RefundRequestedPayload.

@@ -3,16 +3,13 @@ package flight
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
-	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
 )
 
@@ -35,18 +32,13 @@ type result struct {
 // writes the booking.held events, records each key's effect, and last
 // locks the fare buckets in class and bucket order and updates them, so
 // that holds of one class queue on their hottest rows only for the update
-// and the commit. It returns one row per request: an error code and its
-// detail, or the booking (booking.Columns). With $11 (lockFirst) the
-// buckets are locked before the decision instead; without it, a decision
-// the locked buckets no longer bear out raises errBucketsMoved and writes
-// nothing. $12 and $13 are the hold limit (booking.HoldLimit.Args), decided
-// per customer before any other lock. It writes booking.held events, which
-// its text does not show: outbox.WritesMark says so, so that a hold sent
-// on its own (committing by itself) wakes this process's relays at once.
-const holdSQL = outbox.WritesMark + `SELECT h.o_code, h.o_detail, ` + booking.Columns + `
-	FROM hold_flight($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::uuid[], $11, $12, $13) AS h
-	CROSS JOIN LATERAL (SELECT (h.o_booking).*) AS x
-	ORDER BY h.o_ord`
+// and the commit. It answers each request (booking.Answer): an error code
+// and its detail, or the booking. With $11 (lockFirst) the buckets are
+// locked before the decision instead; without it, a decision the locked
+// buckets no longer bear out raises errBucketsMoved and writes nothing.
+// $12 and $13 are the hold limit (booking.HoldLimit.Args), decided per
+// customer before any other lock.
+var holdSQL = booking.HoldStatement(`hold_flight($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::uuid[], $11, $12, $13)`)
 
 // holdBatch holds validated requests for one flight, each all or nothing,
 // in the order given, and returns one result per request. It is one
@@ -83,51 +75,22 @@ func holdBatch(ctx context.Context, db booking.Querier, flightID int64, reqs []*
 	if err != nil {
 		return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
 	}
-	defer rows.Close()
-	results := make([]result, 0, n)
-	for rows.Next() {
-		if len(results) == n {
-			return nil, fmt.Errorf("hold on flight %d: more answers than the %d holds", flightID, n)
-		}
-		r := reqs[len(results)].Req
-		if rows.RawValues()[0] == nil {
-			b, err := booking.Scan(afterCode{rows})
-			if err != nil {
-				return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
-			}
-			results = append(results, result{b: b})
-			continue
-		}
-		var code, detail *string
-		dest := make([]any, len(rows.FieldDescriptions()))
-		dest[0], dest[1] = &code, &detail
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
-		}
-		results = append(results, result{err: holdError(r, limit, *code, deref(detail))})
+	answers, err := booking.ScanAnswers(rows)
+	if err == nil {
+		answers, _, err = booking.Requests(answers, n)
 	}
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
 	}
-	if len(results) != n {
-		return nil, fmt.Errorf("hold on flight %d: %d answers for %d holds", flightID, len(results), n)
+	results := make([]result, n)
+	for i, a := range answers {
+		if a.Code != "" {
+			results[i].err = holdError(reqs[i].Req, limit, a.Code, a.Detail)
+		} else {
+			results[i].b = a.Booking
+		}
 	}
 	return results, nil
-}
-
-// afterCode scans a row of holdSQL from its booking columns on, for
-// booking.Scan.
-type afterCode struct{ rows pgx.Rows }
-
-func (a afterCode) Scan(dest ...any) error {
-	return a.rows.Scan(append([]any{nil, nil}, dest...)...)
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // holdError words the error code hold_flight gave request r.
@@ -153,11 +116,7 @@ func holdError(r HoldRequest, limit booking.HoldLimit, code, detail string) erro
 	case "key_in_use":
 		return pg.KeyTakenOver()
 	case "hold_limit":
-		secs, err := strconv.Atoi(detail)
-		if err != nil {
-			secs = int(limit.Window / time.Second)
-		}
-		return limit.Refused(secs)
+		return limit.Refused(detail)
 	}
 	return fmt.Errorf("hold on flight %d: unknown answer %q", r.FlightID, code)
 }

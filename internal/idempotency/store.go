@@ -74,7 +74,7 @@ func New(b base.Archetype, pool *pgxpool.Pool) *Store {
 }
 
 // FromEffect makes the answer of a key whose request committed effect
-// (pg.QueueEffect) but whose answer was lost, or returns a fault, such as
+// (with the booking it made) but whose answer was lost, or returns a fault, such as
 // KeyInUse, when it cannot answer from that effect.
 type FromEffect func(ctx context.Context, effect string) (*Answer, error)
 

@@ -38,37 +38,15 @@ type Event struct {
 // Write inserts e into the outbox within tx. Callers must have locked (or
 // just inserted) the booking row, which is what orders one booking's events.
 func Write(ctx context.Context, tx pgx.Tx, e Event) error {
-	args, err := insertArgs(e)
+	payload, err := json.Marshal(e.Data)
 	if err != nil {
-		return err
+		return fmt.Errorf("marshal %s event of booking %d: %w", e.Type, e.BookingID, err)
 	}
-	if _, err := tx.Exec(ctx, insertEvent, args...); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO outbox (booking_id, type, payload, created_at) VALUES ($1, $2, $3, $4)`,
+		e.BookingID, e.Type, payload, e.Time); err != nil {
 		return fmt.Errorf("write %s event of booking %d: %w", e.Type, e.BookingID, err)
 	}
 	return nil
-}
-
-// Queue queues e's insert on batch, for a caller that pipelines its
-// statements in a transaction; the same rule as Write's holds.
-func Queue(batch *pgx.Batch, e Event) error {
-	args, err := insertArgs(e)
-	if err != nil {
-		return err
-	}
-	batch.Queue(insertEvent, args...)
-	return nil
-}
-
-// insertEvent is the statement Write and Queue insert an event with;
-// insertArgs are its arguments for e.
-const insertEvent = `INSERT INTO outbox (booking_id, type, payload, created_at) VALUES ($1, $2, $3, $4)`
-
-func insertArgs(e Event) ([]any, error) {
-	payload, err := json.Marshal(e.Data)
-	if err != nil {
-		return nil, fmt.Errorf("marshal %s event of booking %d: %w", e.Type, e.BookingID, err)
-	}
-	return []any{e.BookingID, e.Type, payload, e.Time}, nil
 }
 
 // Recorded is an event as the outbox keeps it.

@@ -109,9 +109,16 @@ const maxAttempts = 5
 // a serialization failure is retried from the start (fn must be safe to run
 // again), so those never reach a client.
 func InTx(ctx context.Context, db Beginner, fn func(tx pgx.Tx) error) error {
+	return Retry(ctx, func() error { return pgx.BeginFunc(ctx, db, fn) })
+}
+
+// Retry runs fn, a transaction (or a statement that commits by itself), and
+// runs it again, after a short random pause, while PostgreSQL aborts it to
+// break a deadlock or a serialization conflict: at most maxAttempts times.
+func Retry(ctx context.Context, fn func() error) error {
 	var err error
 	for attempt := 1; ; attempt++ {
-		err = pgx.BeginFunc(ctx, db, fn)
+		err = fn()
 		if err == nil || attempt == maxAttempts || !retryable(err) {
 			return err
 		}

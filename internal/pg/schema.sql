@@ -20,6 +20,56 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.json_time_at(t timestamp with time zone, p_offset integer) RETURNS text
+    LANGUAGE sql STABLE
+    RETURN ((to_char(((t AT TIME ZONE 'UTC'::text) + make_interval(secs => (p_offset)::double precision)), 'YYYY-MM-DD"T"HH24:MI:SS'::text) || COALESCE(('.'::text || NULLIF(rtrim(to_char(((t AT TIME ZONE 'UTC'::text) + make_interval(secs => (p_offset)::double precision)), 'US'::text), '0'::text), ''::text)), ''::text)) || CASE WHEN (p_offset = 0) THEN 'Z'::text ELSE (((CASE WHEN (p_offset < 0) THEN '-'::text ELSE '+'::text END || lpad(((abs(p_offset) / 3600))::text, 2, '0'::text)) || ':'::text) || lpad((((abs(p_offset) % 3600) / 60))::text, 2, '0'::text)) END);
+
+CREATE TABLE public.booking (
+    id bigint NOT NULL,
+    kind text NOT NULL,
+    status text NOT NULL,
+    customer_id bigint NOT NULL,
+    host_id bigint,
+    amount bigint NOT NULL,
+    currency text NOT NULL,
+    hold_expires_at timestamp with time zone NOT NULL,
+    starts_at timestamp with time zone NOT NULL,
+    refund_rule jsonb NOT NULL,
+    flight_id bigint,
+    fare_class text,
+    seats text[],
+    quantity integer,
+    cancel_reason text,
+    refund_amount bigint,
+    version integer DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    refund_status text,
+    car_id bigint,
+    period tstzrange,
+    blocked tstzrange,
+    rental_price bigint,
+    utc_offset integer,
+    fare_bucket smallint,
+    extended_at timestamp with time zone,
+    CONSTRAINT booking_amount_check CHECK (((amount >= 0) AND (currency ~ '^[A-Z]{3}$'::text))),
+    CONSTRAINT booking_cancel_check CHECK (((status = 'CANCELLED'::text) = (cancel_reason IS NOT NULL))),
+    CONSTRAINT booking_cancel_reason_check CHECK ((cancel_reason = ANY (ARRAY['customer'::text, 'host'::text, 'admin'::text, 'payment_failed'::text]))),
+    CONSTRAINT booking_car_check CHECK (((kind <> 'car'::text) OR ((car_id IS NOT NULL) AND (host_id IS NOT NULL) AND (rental_price >= 0) AND (period IS NOT NULL) AND (NOT isempty(period)) AND lower_inc(period) AND (NOT upper_inc(period)) AND (NOT lower_inf(period)) AND (NOT upper_inf(period)) AND (starts_at = lower(period)) AND (blocked IS NOT NULL) AND (lower(blocked) = lower(period)) AND (upper(blocked) >= upper(period)) AND (flight_id IS NULL) AND (fare_class IS NULL) AND (seats IS NULL) AND (quantity IS NULL)))),
+    CONSTRAINT booking_fare_bucket_check CHECK (((kind <> 'flight'::text) OR (fare_bucket IS NOT NULL))),
+    CONSTRAINT booking_flight_check CHECK (((kind <> 'flight'::text) OR ((flight_id IS NOT NULL) AND (fare_class IS NOT NULL) AND ((quantity >= 1) AND (quantity <= 9)) AND ((seats IS NULL) OR (cardinality(seats) = quantity))))),
+    CONSTRAINT booking_kind_check CHECK ((kind = ANY (ARRAY['flight'::text, 'car'::text]))),
+    CONSTRAINT booking_not_car_check CHECK (((kind = 'car'::text) OR ((car_id IS NULL) AND (period IS NULL) AND (blocked IS NULL) AND (rental_price IS NULL)))),
+    CONSTRAINT booking_refund_check CHECK (((refund_amount IS NULL) OR ((refund_amount >= 0) AND (refund_amount <= amount)))),
+    CONSTRAINT booking_refund_status_check CHECK ((refund_status = ANY (ARRAY['REQUESTED'::text, 'SUCCEEDED'::text]))),
+    CONSTRAINT booking_status_check CHECK ((status = ANY (ARRAY['HELD'::text, 'CONFIRMED'::text, 'EXPIRED'::text, 'CANCELLED'::text, 'ON_TRIP'::text, 'COMPLETED'::text]))),
+    CONSTRAINT booking_utc_offset_check CHECK (((utc_offset >= '-64800'::integer) AND (utc_offset <= 64800)))
+);
+
+CREATE FUNCTION public.booking_view(b public.booking) RETURNS jsonb
+    LANGUAGE sql STABLE
+    RETURN jsonb_strip_nulls(jsonb_build_object('bookingId', (b).id, 'kind', (b).kind, 'status', (b).status, 'customerId', (b).customer_id, 'amount', (b).amount, 'currency', (b).currency, 'holdExpiresAt', CASE WHEN ((b).status = 'HELD'::text) THEN public.json_time_at((b).hold_expires_at, COALESCE((b).utc_offset, 0)) ELSE NULL::text END, 'flightId', (b).flight_id, 'fareClass', (b).fare_class, 'seats', CASE WHEN (cardinality((b).seats) > 0) THEN to_jsonb((b).seats) ELSE NULL::jsonb END, 'quantity', NULLIF((b).quantity, 0), 'paymentUrl', CASE WHEN ((b).status = 'HELD'::text) THEN (('/bookings/'::text || (b).id) || '/payments'::text) ELSE NULL::text END, 'refundAmount', (b).refund_amount, 'refundStatus', NULLIF((b).refund_status, ''::text), 'cancelReason', NULLIF((b).cancel_reason, ''::text), 'carId', (b).car_id, 'from', CASE WHEN ((b).kind = 'car'::text) THEN public.json_time_at(lower((b).period), COALESCE((b).utc_offset, 0)) ELSE NULL::text END, 'to', CASE WHEN ((b).kind = 'car'::text) THEN public.json_time_at(upper((b).period), COALESCE((b).utc_offset, 0)) ELSE NULL::text END, 'deposit', CASE WHEN ((b).kind = 'car'::text) THEN (b).amount ELSE NULL::bigint END, 'rentalPrice', CASE WHEN ((b).kind = 'car'::text) THEN (b).rental_price ELSE NULL::bigint END, 'version', (b).version, 'createdAt', public.json_time_at((b).created_at, COALESCE((b).utc_offset, 0)), 'updatedAt', public.json_time_at((b).updated_at, COALESCE((b).utc_offset, 0))));
+
 CREATE FUNCTION public.fare_allocate(p_class text[], p_quota integer[], p_used integer[], p_want text, p_units integer, p_n smallint[] DEFAULT NULL::smallint[], p_bucket smallint DEFAULT NULL::smallint, OUT o_target integer, OUT o_quota integer[]) RETURNS record
     LANGUAGE plpgsql IMMUTABLE
     AS $$
@@ -75,55 +125,9 @@ BEGIN
 END;
 $$;
 
-CREATE FUNCTION public.json_time(t timestamp with time zone) RETURNS text
-    LANGUAGE sql STABLE
-    RETURN ((to_char((t AT TIME ZONE 'UTC'::text), 'YYYY-MM-DD"T"HH24:MI:SS'::text) || COALESCE(('.'::text || NULLIF(rtrim(to_char((t AT TIME ZONE 'UTC'::text), 'US'::text), '0'::text), ''::text)), ''::text)) || 'Z'::text);
-
-CREATE TABLE public.booking (
-    id bigint NOT NULL,
-    kind text NOT NULL,
-    status text NOT NULL,
-    customer_id bigint NOT NULL,
-    host_id bigint,
-    amount bigint NOT NULL,
-    currency text NOT NULL,
-    hold_expires_at timestamp with time zone NOT NULL,
-    starts_at timestamp with time zone NOT NULL,
-    refund_rule jsonb NOT NULL,
-    flight_id bigint,
-    fare_class text,
-    seats text[],
-    quantity integer,
-    cancel_reason text,
-    refund_amount bigint,
-    version integer DEFAULT 1 NOT NULL,
-    created_at timestamp with time zone NOT NULL,
-    updated_at timestamp with time zone NOT NULL,
-    refund_status text,
-    car_id bigint,
-    period tstzrange,
-    blocked tstzrange,
-    rental_price bigint,
-    utc_offset integer,
-    fare_bucket smallint,
-    extended_at timestamp with time zone,
-    CONSTRAINT booking_amount_check CHECK (((amount >= 0) AND (currency ~ '^[A-Z]{3}$'::text))),
-    CONSTRAINT booking_cancel_check CHECK (((status = 'CANCELLED'::text) = (cancel_reason IS NOT NULL))),
-    CONSTRAINT booking_cancel_reason_check CHECK ((cancel_reason = ANY (ARRAY['customer'::text, 'host'::text, 'admin'::text, 'payment_failed'::text]))),
-    CONSTRAINT booking_car_check CHECK (((kind <> 'car'::text) OR ((car_id IS NOT NULL) AND (host_id IS NOT NULL) AND (rental_price >= 0) AND (period IS NOT NULL) AND (NOT isempty(period)) AND lower_inc(period) AND (NOT upper_inc(period)) AND (NOT lower_inf(period)) AND (NOT upper_inf(period)) AND (starts_at = lower(period)) AND (blocked IS NOT NULL) AND (lower(blocked) = lower(period)) AND (upper(blocked) >= upper(period)) AND (flight_id IS NULL) AND (fare_class IS NULL) AND (seats IS NULL) AND (quantity IS NULL)))),
-    CONSTRAINT booking_fare_bucket_check CHECK (((kind <> 'flight'::text) OR (fare_bucket IS NOT NULL))),
-    CONSTRAINT booking_flight_check CHECK (((kind <> 'flight'::text) OR ((flight_id IS NOT NULL) AND (fare_class IS NOT NULL) AND ((quantity >= 1) AND (quantity <= 9)) AND ((seats IS NULL) OR (cardinality(seats) = quantity))))),
-    CONSTRAINT booking_kind_check CHECK ((kind = ANY (ARRAY['flight'::text, 'car'::text]))),
-    CONSTRAINT booking_not_car_check CHECK (((kind = 'car'::text) OR ((car_id IS NULL) AND (period IS NULL) AND (blocked IS NULL) AND (rental_price IS NULL)))),
-    CONSTRAINT booking_refund_check CHECK (((refund_amount IS NULL) OR ((refund_amount >= 0) AND (refund_amount <= amount)))),
-    CONSTRAINT booking_refund_status_check CHECK ((refund_status = ANY (ARRAY['REQUESTED'::text, 'SUCCEEDED'::text]))),
-    CONSTRAINT booking_status_check CHECK ((status = ANY (ARRAY['HELD'::text, 'CONFIRMED'::text, 'EXPIRED'::text, 'CANCELLED'::text, 'ON_TRIP'::text, 'COMPLETED'::text]))),
-    CONSTRAINT booking_utc_offset_check CHECK (((utc_offset >= '-64800'::integer) AND (utc_offset <= 64800)))
-);
-
 CREATE FUNCTION public.flight_booking_view(b public.booking) RETURNS jsonb
     LANGUAGE sql STABLE
-    RETURN jsonb_strip_nulls(jsonb_build_object('bookingId', (b).id, 'kind', (b).kind, 'status', (b).status, 'customerId', (b).customer_id, 'amount', (b).amount, 'currency', (b).currency, 'holdExpiresAt', CASE WHEN ((b).status = 'HELD'::text) THEN public.json_time((b).hold_expires_at) ELSE NULL::text END, 'flightId', (b).flight_id, 'fareClass', (b).fare_class, 'seats', CASE WHEN (cardinality((b).seats) > 0) THEN to_jsonb((b).seats) ELSE NULL::jsonb END, 'quantity', NULLIF((b).quantity, 0), 'paymentUrl', CASE WHEN ((b).status = 'HELD'::text) THEN (('/bookings/'::text || (b).id) || '/payments'::text) ELSE NULL::text END, 'refundAmount', (b).refund_amount, 'refundStatus', NULLIF((b).refund_status, ''::text), 'cancelReason', NULLIF((b).cancel_reason, ''::text), 'version', (b).version, 'createdAt', public.json_time((b).created_at), 'updatedAt', public.json_time((b).updated_at)));
+    RETURN public.booking_view(b);
 
 CREATE FUNCTION public.hold_allowance(p_customers bigint[], p_now timestamp with time zone, p_limit integer, p_window interval) RETURNS TABLE(o_customer bigint, o_left integer, o_retry interval)
     LANGUAGE plpgsql
@@ -141,6 +145,192 @@ BEGIN
     LEFT JOIN LATERAL (SELECT b.created_at FROM booking b WHERE b.customer_id = d.c
                        ORDER BY b.id DESC LIMIT p_limit) AS r ON r.created_at > p_now - p_window
     GROUP BY d.c;
+END
+$$;
+
+CREATE FUNCTION public.hold_car(p_car bigint, p_now timestamp with time zone, p_ttl interval, p_customers bigint[], p_froms timestamp with time zone[], p_tos timestamp with time zone[], p_offsets integer[], p_days bigint[], p_rule jsonb, p_key_callers bigint[], p_keys text[], p_leases uuid[], p_limit integer, p_window interval) RETURNS TABLE(o_ord integer, o_code text, o_detail text, o_booking public.booking)
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    n            integer := coalesce(cardinality(p_customers), 0);
+    v_keyed      integer := coalesce(cardinality(array_remove(p_key_callers, NULL)), 0);
+    v_key_total  integer := 0;
+    v_keys_ok    bigint[];
+    v_code       text[] := array_fill(NULL::text, ARRAY[n]);
+    v_detail     text[] := array_fill(NULL::text, ARRAY[n]);
+    v_row        booking[] := array_fill(NULL::booking, ARRAY[n]);
+    v_host       bigint;
+    v_deposit    bigint;
+    v_daily      bigint;
+    v_currency   text;
+    v_turnaround interval;
+    h_customer   bigint[];
+    h_left       integer[];
+    h_retry      interval[];
+    -- the calendar: live and stale bookings in the batch's span (t_id
+    -- NULL for a request of the batch), t_until NULL for a booking that
+    -- does not run out
+    t_id         bigint[];
+    t_from       timestamptz[];
+    t_to         timestamptz[];
+    t_until      timestamptz[];
+    v_stale      bigint[] := '{}';
+    pl_i         integer[] := '{}';
+    v_rows       booking[];
+    v_x          booking;
+    v_id         bigint;
+    v_start      timestamptz;
+    v_end        timestamptz;
+    v_blocked    boolean;
+    hi           integer;
+    i            integer;
+    j            integer;
+    cnt          integer;
+BEGIN
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    IF p_limit > 0 THEN
+        SELECT array_agg(a.o_customer), array_agg(a.o_left), array_agg(a.o_retry)
+        INTO h_customer, h_left, h_retry
+        FROM hold_allowance(p_customers, p_now, p_limit, p_window) AS a;
+    END IF;
+
+    SELECT c.host_id, c.daily_price, c.deposit, c.currency, c.turnaround
+    INTO v_host, v_daily, v_deposit, v_currency, v_turnaround
+    FROM car c WHERE c.id = p_car FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT g.i, 'no_car'::text, NULL::text, NULL::booking
+            FROM generate_series(1, n) AS g(i) ORDER BY g.i;
+        RETURN;
+    END IF;
+
+    -- The keys whose requests still hold them, locked against a retry
+    -- taking one over before the commit.
+    IF v_keyed > 0 THEN
+        SELECT array_agg(k.ord) INTO v_keys_ok FROM (
+            SELECT u.ord FROM unnest(p_key_callers, p_keys, p_leases) WITH ORDINALITY AS u(caller, idem, lease, ord)
+            JOIN idempotency_key ik ON ik.caller_id = u.caller AND ik.idem_key = u.idem AND ik.lease = u.lease
+                AND ik.response_status IS NULL
+            ORDER BY ik.caller_id, ik.idem_key FOR UPDATE OF ik) AS k;
+    END IF;
+
+    SELECT array_agg(b.id ORDER BY b.id), array_agg(lower(b.blocked) ORDER BY b.id),
+           array_agg(upper(b.blocked) ORDER BY b.id),
+           array_agg(CASE WHEN b.status = 'HELD' THEN b.hold_expires_at END ORDER BY b.id)
+    INTO t_id, t_from, t_to, t_until
+    FROM booking b
+    WHERE b.kind = 'car' AND b.car_id = p_car AND b.status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
+      AND b.blocked && tstzrange((SELECT min(f) FROM unnest(p_froms) AS f),
+                                 (SELECT max(t) FROM unnest(p_tos) AS t) + v_turnaround, '[)');
+    t_id := coalesce(t_id, '{}');
+
+    FOR i IN 1 .. n LOOP
+        IF p_key_callers[i] IS NOT NULL AND NOT (i = ANY (coalesce(v_keys_ok, '{}'))) THEN
+            v_code[i] := 'key_in_use';
+            CONTINUE;
+        END IF;
+        IF h_customer IS NOT NULL THEN
+            hi := array_position(h_customer, p_customers[i]);
+            IF h_left[hi] <= 0 THEN
+                v_code[i] := 'hold_limit';
+                v_detail[i] := ceil(extract(epoch FROM h_retry[hi]))::text;
+                CONTINUE;
+            END IF;
+        END IF;
+        v_start := p_froms[i];
+        v_end := p_tos[i] + v_turnaround;
+        v_blocked := false;
+        FOR j IN 1 .. cardinality(t_id) LOOP
+            IF t_from[j] < v_end AND v_start < t_to[j] AND (t_until[j] IS NULL OR p_now < t_until[j]) THEN
+                v_blocked := true;
+                EXIT;
+            END IF;
+        END LOOP;
+        IF v_blocked THEN
+            v_code[i] := 'car_unavailable';
+            CONTINUE;
+        END IF;
+        FOR j IN 1 .. cardinality(t_id) LOOP
+            IF t_id[j] IS NOT NULL AND t_from[j] < v_end AND v_start < t_to[j] AND NOT (t_id[j] = ANY (v_stale)) THEN
+                v_stale := v_stale || t_id[j];
+            END IF;
+        END LOOP;
+        IF h_customer IS NOT NULL THEN
+            h_left[hi] := h_left[hi] - 1;
+        END IF;
+        IF p_key_callers[i] IS NOT NULL THEN
+            v_key_total := v_key_total + 1;
+        END IF;
+        pl_i := pl_i || i;
+        -- Later requests of the batch find this one's time taken.
+        t_id := t_id || NULL::bigint;
+        t_from := t_from || v_start;
+        t_to := t_to || v_end;
+        t_until := t_until || NULL::timestamptz;
+    END LOOP;
+
+    FOREACH v_id IN ARRAY (SELECT coalesce(array_agg(s ORDER BY s), '{}') FROM unnest(v_stale) AS s) LOOP
+        UPDATE booking SET status = 'EXPIRED', version = version + 1, updated_at = p_now
+        WHERE id = v_id AND status = 'HELD' AND hold_expires_at <= p_now
+        RETURNING * INTO v_x;
+        IF FOUND THEN
+            INSERT INTO outbox (booking_id, type, payload, created_at)
+            VALUES (v_x.id, 'booking.expired', booking_view(v_x), p_now);
+            o_ord := 0;
+            o_code := 'expired';
+            o_detail := NULL;
+            o_booking := v_x;
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+
+    IF cardinality(pl_i) > 0 THEN
+        -- The bookings, in request order: identity values are drawn in
+        -- insertion order, which follows the ORDER BY, so the rows sorted
+        -- by id pair with the requests held (checked, not trusted).
+        WITH ins AS (
+            INSERT INTO booking (kind, status, customer_id, host_id, amount, currency, hold_expires_at,
+                starts_at, refund_rule, car_id, period, rental_price, utc_offset, created_at, updated_at)
+            SELECT 'car', 'HELD', p_customers[u.i], v_host, v_deposit, v_currency,
+                least(p_now + p_ttl, p_froms[u.i]), p_froms[u.i], p_rule, p_car,
+                tstzrange(p_froms[u.i], p_tos[u.i], '[)'), v_daily * p_days[u.i], p_offsets[u.i], p_now, p_now
+            FROM unnest(pl_i) AS u(i)
+            ORDER BY u.i
+            RETURNING *)
+        SELECT array_agg(ins ORDER BY ins.id) INTO v_rows FROM ins;
+        FOR j IN 1 .. cardinality(pl_i) LOOP
+            i := pl_i[j];
+            IF (v_rows[j]).customer_id <> p_customers[i] OR lower((v_rows[j]).period) <> p_froms[i] THEN
+                RAISE EXCEPTION 'hold_car: bookings returned out of order';
+            END IF;
+            v_row[i] := v_rows[j];
+        END LOOP;
+
+        INSERT INTO outbox (booking_id, type, payload, created_at)
+        SELECT b.id, 'booking.held', booking_view(b), p_now
+        FROM unnest(v_rows) AS b ORDER BY b.id;
+
+        IF v_key_total > 0 THEN
+            UPDATE idempotency_key ik SET effect = 'booking:' || (v_row[u.ord]).id
+            FROM unnest(p_key_callers, p_keys, p_leases) WITH ORDINALITY AS u(caller, idem, lease, ord)
+            WHERE (v_row[u.ord]).id IS NOT NULL
+              AND ik.caller_id = u.caller AND ik.idem_key = u.idem AND ik.lease = u.lease AND ik.response_status IS NULL;
+            GET DIAGNOSTICS cnt = ROW_COUNT;
+            IF cnt <> v_key_total THEN
+                RAISE EXCEPTION 'hold_car: % idempotency keys recorded', cnt;
+            END IF;
+        END IF;
+    END IF;
+
+    FOR i IN 1 .. n LOOP
+        o_ord := i;
+        o_code := v_code[i];
+        o_detail := v_detail[i];
+        o_booking := v_row[i];
+        RETURN NEXT;
+    END LOOP;
 END
 $$;
 
@@ -567,6 +757,10 @@ BEGIN
     RETURN QUERY SELECT NULL::text, NULL::text, v_id;
 END
 $$;
+
+CREATE FUNCTION public.json_time(t timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE
+    RETURN ((to_char((t AT TIME ZONE 'UTC'::text), 'YYYY-MM-DD"T"HH24:MI:SS'::text) || COALESCE(('.'::text || NULLIF(rtrim(to_char((t AT TIME ZONE 'UTC'::text), 'US'::text), '0'::text), ''::text)), ''::text)) || 'Z'::text);
 
 CREATE FUNCTION public.offer_freed(p_flight bigint, p_class text, p_now timestamp with time zone, p_ttl interval) RETURNS integer
     LANGUAGE plpgsql

@@ -3,12 +3,9 @@ package rental
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"berth.dev/berth/internal/booking"
@@ -21,15 +18,15 @@ import (
 // call is one car hold of a batch.
 type call = coalesce.Call[HoldRequest, *booking.Booking]
 
-// holdMany holds a batch of validated requests for car carID in one
-// transaction (holdBatch) and sets each call's answer; then tells life of
-// the stale holds it expired. A returned error means nothing was written;
-// for a batch of one it is the request's answer.
+// holdMany holds a batch of validated requests for car carID (holdBatch)
+// and sets each call's answer; then tells life of the stale holds it
+// expired. A returned error means nothing was written; for a batch of one
+// it is the request's answer.
 func (s *Service) holdMany(ctx context.Context, carID int64, calls []*call) error {
 	var expired []*booking.Booking
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pg.Retry(ctx, func() error {
 		var err error
-		expired, err = holdBatch(ctx, tx, s.life, carID, calls, s.clock.Now(), s.holdTTL, s.holdLimit)
+		expired, err = holdBatch(ctx, s.pool, carID, calls, s.clock.Now(), s.holdTTL, s.holdLimit)
 		return err
 	})
 	switch {
@@ -38,8 +35,6 @@ func (s *Service) holdMany(ctx context.Context, carID int64, calls []*call) erro
 		// Another process's hold took the period after this one read the
 		// calendar: the constraint decided.
 		return unavailable(carID, err)
-	case len(calls) == 1 && pg.Violates(err, "booking_car_fkey"):
-		return fault.Invalid("carId", "no car %d", carID)
 	case fault.CodeOf(err) != "":
 		return err
 	default:
@@ -53,222 +48,93 @@ func (s *Service) holdMany(ctx context.Context, carID int64, calls []*call) erro
 	return nil
 }
 
-// holdBatch holds each request of calls for car carID within tx, in the
-// order given, each all or nothing: a HELD booking whose amount is the
-// car's deposit, priced, with the car rental refund rule copied onto it,
-// expiring ttl after now (or at pickup, if sooner), its booking.held event,
-// and the effect of the request's Idempotency-Key. It sets each call's
-// answer; a request refused gets fault.ValidationFailed (unknown car),
-// fault.RateLimited or fault.CarUnavailable.
-//
-// The exclusion constraint decides whether the car is free. The batch
-// reads the car's calendar only to leave out, before inserting, the
-// requests the constraint would refuse for certain (a live booking, or an
-// earlier request of the batch, blocks time the request would block): one
-// refused insert would abort the whole batch. The read is made after the
-// car's row is locked, which every hold of the car takes, so a request it
-// finds free is free unless a writer that does not take the lock got there
-// first; the insert then fails, nothing is written, and the error is
-// returned (holdMany; the coalescer then holds each request alone).
-//
-// Stale holds (HELD, their time up) in the way of a request are expired
-// through life, in tx, so that a stale hold never blocks the calendar
-// until the sweeper comes (docs/invariants.md race 2); they are returned,
-// for the caller to tell life.Released once tx has committed.
-//
-// Locks are taken in one order: the customers' hold-limit locks first
-// (limit.Queue), then the car's row. The statements are pipelined: the
-// limits, the car's lock and its calendar in one round trip, the inserts in
-// a second, the events and the effects in a third: five round trips with
-// BEGIN and COMMIT, however many requests the batch has.
-//
-// An Idempotency-Key that a retry took over refuses the whole batch with
-// fault.IdempotencyKeyInUse (the coalescer then holds each request alone,
-// and only that one is refused): its booking must not be made.
-func holdBatch(ctx context.Context, tx pgx.Tx, life *booking.Lifecycle, carID int64, calls []*call, now time.Time, ttl time.Duration, limit booking.HoldLimit) ([]*booking.Booking, error) {
-	var (
-		hostID, daily, deposit int64
-		currency               string
-		turnaround             pgtype.Interval
-		found                  bool
-		taken                  []booked
-		customers              = make([]int64, len(calls))
-		from, to               = calls[0].Req.From, calls[0].Req.To
-	)
-	for i, cl := range calls {
-		customers[i] = cl.Req.CustomerID
-		from, to = minTime(from, cl.Req.From), maxTime(to, cl.Req.To)
-		cl.Out, cl.Err = nil, nil
-	}
-	batch := &pgx.Batch{}
-	allowed := limit.Queue(batch, customers, now)
-	batch.Queue(`SELECT host_id, daily_price, deposit, currency, turnaround
-		FROM car WHERE id = $1 FOR NO KEY UPDATE`, carID).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			found = true
-			if err := rows.Scan(&hostID, &daily, &deposit, &currency, &turnaround); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
-	})
-	// The car's live bookings whose blocked range overlaps what the batch
-	// would block, in id order, so that two batches clearing the same stale
-	// holds lock them in the same order.
-	batch.Queue(`SELECT b.id, lower(b.blocked), upper(b.blocked), CASE WHEN b.status = 'HELD' THEN b.hold_expires_at END
-		FROM booking b JOIN car c ON c.id = b.car_id
-		WHERE b.kind = 'car' AND b.car_id = $1 AND b.status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
-		  AND b.blocked && tstzrange($2::timestamptz, $3::timestamptz + c.turnaround, '[)')
-		ORDER BY b.id`, carID, from, to).Query(func(rows pgx.Rows) error {
-		var (
-			b         booked
-			heldUntil *time.Time
-		)
-		_, err := pgx.ForEachRow(rows, []any{&b.id, &b.from, &b.to, &heldUntil}, func() error {
-			b.heldUntil = time.Time{}
-			if heldUntil != nil {
-				b.heldUntil = *heldUntil
-			}
-			taken = append(taken, b)
-			return nil
-		})
-		return err
-	})
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, err
-	}
-	buffer := time.Duration(turnaround.Microseconds) * time.Microsecond
-	var (
-		holds []*call
-		stale []int64
-	)
-	for _, cl := range calls {
-		r := cl.Req
-		if err := allowed.Check(r.CustomerID); err != nil {
-			cl.Err = err
-			continue
-		}
-		if !found {
-			cl.Err = fault.Invalid("carId", "no car %d", carID)
-			continue
-		}
-		start, end := r.From, r.To.Add(buffer)
-		if slices.ContainsFunc(taken, func(b booked) bool { return b.liveAt(now) && b.overlaps(start, end) }) {
-			cl.Err = unavailable(carID, nil)
-			continue
-		}
-		for _, b := range taken {
-			if !b.liveAt(now) && b.overlaps(start, end) && !slices.Contains(stale, b.id) {
-				stale = append(stale, b.id)
-			}
-		}
-		allowed.Take(r.CustomerID)
-		holds = append(holds, cl)
-		// Later requests of the batch find this one's time taken.
-		taken = append(taken, booked{span: span{from: start, to: end}})
-	}
-	slices.Sort(stale)
-	var expired []*booking.Booking
-	for _, id := range stale {
-		x, err := life.ExpireTx(ctx, tx, id, now)
-		if err != nil {
-			return nil, err
-		}
-		if x != nil {
-			expired = append(expired, x)
-		}
-	}
-	if len(holds) == 0 {
-		return expired, nil
-	}
-	made, err := insertHolds(ctx, tx, carID, holds, hostID, daily, deposit, currency, now, ttl)
-	if err != nil {
-		return nil, err
-	}
-	batch = &pgx.Batch{}
-	recorded := make([]func() error, len(holds))
-	for i, cl := range holds {
-		if err := booking.Queue(batch, made[i], now); err != nil {
-			return nil, err
-		}
-		recorded[i] = pg.QueueEffect(cl.Ctx, batch, booking.EffectOf(made[i].ID))
-	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, err
-	}
-	for i, cl := range holds {
-		if err := recorded[i](); err != nil {
-			return nil, err
-		}
-		cl.Out = made[i]
-	}
-	return expired, nil
-}
+// holdSQL calls the database function hold_car (migration 00024), which
+// decides and writes a batch of holds of one car, each all or nothing, in
+// the order given: a HELD booking whose amount is the car's deposit,
+// priced by its days, with the car rental refund rule, expiring ttl after now (or at
+// pickup, if sooner), its booking.held event, and the effect of the
+// request's Idempotency-Key. Under the car's row lock, which every hold of
+// the car takes, it reads the calendar and leaves out the requests the
+// exclusion constraint would refuse for certain (a live booking, or an
+// earlier request of the batch, blocks time the request would block), and
+// expires the stale holds in the way of those it holds; the constraint
+// decides the rest: a writer that does not take the lock and got there
+// first makes the insert fail, and nothing of the batch is written.
+var holdSQL = booking.HoldStatement(`hold_car($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text[]::uuid[], $13, $14)`)
 
-// insertHolds inserts the bookings of holds, all of car carID, in one
-// statement, and returns them in the order of holds.
-func insertHolds(ctx context.Context, tx pgx.Tx, carID int64, holds []*call, hostID, daily, deposit int64, currency string, now time.Time, ttl time.Duration) ([]*booking.Booking, error) {
+// holdBatch holds the requests of calls for car carID at now (holdSQL): one
+// statement, so one round trip and one commit, whatever the batch's size,
+// with every rule decided by PostgreSQL. It sets each call's answer; a
+// request refused gets fault.ValidationFailed (unknown car),
+// fault.RateLimited, fault.CarUnavailable or fault.IdempotencyKeyInUse. It
+// returns the stale holds the batch expired, for the caller to tell
+// life.Released once committed. A returned error means nothing was
+// written.
+func holdBatch(ctx context.Context, db booking.Querier, carID int64, calls []*call, now time.Time, ttl time.Duration, limit booking.HoldLimit) ([]*booking.Booking, error) {
 	rule, err := json.Marshal(policy.CarRental)
 	if err != nil {
 		return nil, err
 	}
-	n := len(holds)
+	n := len(calls)
 	var (
 		customers = make([]int64, n)
-		expires   = make([]time.Time, n)
 		froms     = make([]time.Time, n)
 		tos       = make([]time.Time, n)
-		prices    = make([]int64, n)
 		offsets   = make([]int32, n)
+		days      = make([]int64, n)
+		callers   = make([]*int64, n)
+		keys      = make([]*string, n)
+		leases    = make([]*string, n)
 	)
-	for i, cl := range holds {
+	for i, cl := range calls {
 		r := cl.Req
 		customers[i], froms[i], tos[i] = r.CustomerID, r.From, r.To
-		expires[i] = minTime(now.Add(ttl), r.From)
-		prices[i] = RentalPrice(daily, r.From, r.To)
 		_, off := r.From.Zone()
 		offsets[i] = int32(off)
+		days[i] = rentalDays(r.From, r.To)
+		if c, ok := pg.KeyClaimOf(cl.Ctx); ok {
+			callers[i], keys[i], leases[i] = &c.CallerID, &c.Key, &c.Lease
+		}
 	}
-	rows, err := tx.Query(ctx, `INSERT INTO booking (kind, status, customer_id, host_id, amount, currency,
-			hold_expires_at, starts_at, refund_rule, car_id, period, rental_price, utc_offset, created_at, updated_at)
-		SELECT 'car', 'HELD', u.customer, $1, $2, $3, u.expires, u.from_, $4, $5, tstzrange(u.from_, u.to_, '[)'),
-		       u.price, u.utc_offset, $6, $6
-		FROM unnest($7::bigint[], $8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::bigint[], $12::integer[])
-		     WITH ORDINALITY AS u(customer, expires, from_, to_, price, utc_offset, n)
-		ORDER BY u.n
-		RETURNING `+booking.Columns,
-		hostID, deposit, currency, rule, carID, now, customers, expires, froms, tos, prices, offsets)
+	maxHolds, window := limit.Args()
+	rows, err := db.Query(ctx, holdSQL, carID, now, pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true},
+		customers, froms, tos, offsets, days, rule, callers, keys, leases, maxHolds, window)
 	if err != nil {
 		return nil, err
 	}
-	made, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*booking.Booking, error) { return booking.Scan(row) })
+	answers, err := booking.ScanAnswers(rows)
 	if err != nil {
 		return nil, err
 	}
-	// Each request's booking is the one of its customer and period: two
-	// holds of the batch never share both (their periods would overlap).
-	out := make([]*booking.Booking, n)
-	for _, b := range made {
-		for i, cl := range holds {
-			if out[i] == nil && b.CustomerID == cl.Req.CustomerID && b.From.Equal(cl.Req.From) {
-				out[i] = b
-				break
-			}
-		}
+	answers, others, err := booking.Requests(answers, n)
+	if err != nil {
+		return nil, err
 	}
-	for i := range out {
-		if out[i] == nil {
-			return nil, errors.New("a held booking is missing from the insert's answer")
-		}
+	for i, a := range answers {
+		calls[i].Out, calls[i].Err = a.Booking, holdError(carID, limit, a.Code, a.Detail)
 	}
-	return out, nil
+	expired := make([]*booking.Booking, len(others))
+	for i, a := range others {
+		expired[i] = a.Booking
+	}
+	return expired, nil
 }
 
-// booked is a booking of the car as a batch reads it: its id and the time
-// it blocks (span).
-type booked struct {
-	id int64
-	span
+// holdError words the error code hold_car gave a request ("" for none).
+func holdError(carID int64, limit booking.HoldLimit, code, detail string) error {
+	switch code {
+	case "":
+		return nil
+	case "no_car":
+		return fault.Invalid("carId", "no car %d", carID)
+	case "car_unavailable":
+		return unavailable(carID, nil)
+	case "key_in_use":
+		return pg.KeyTakenOver()
+	case "hold_limit":
+		return limit.Refused(detail)
+	}
+	return fmt.Errorf("hold car %d: unknown answer %q", carID, code)
 }
 
 // unavailable is the answer to a request whose period the car's calendar
@@ -276,18 +142,4 @@ type booked struct {
 func unavailable(carID int64, err error) error {
 	return &fault.Error{Code: fault.CarUnavailable, Err: err,
 		Detail: fmt.Sprintf("car %d is booked (or blocked by its turnaround) in an overlapping period", carID)}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

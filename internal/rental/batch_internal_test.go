@@ -2,6 +2,8 @@ package rental
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/pg/pgtest"
+	"berth.dev/berth/internal/policy"
 )
 
 // batchCar lists a car with a 2-hour turnaround and returns its id.
@@ -137,6 +140,10 @@ func TestCarBatchRefusedByTheConstraintWritesNothing(t *testing.T) {
 	ctx := t.Context()
 	svc := newBatchService(pool)
 	car := batchCar(t, pool)
+	rule, err := json.Marshal(policy.CarRental)
+	if err != nil {
+		t.Fatal(err)
+	}
 	from := time.Now().Add(72 * time.Hour).Truncate(time.Hour)
 	for _, calls := range [][]*call{
 		batchCalls(context.Background(), HoldRequest{CustomerID: 1, CarID: car, From: from, To: from.Add(24 * time.Hour)},
@@ -147,8 +154,10 @@ func TestCarBatchRefusedByTheConstraintWritesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sneak := batchCalls(context.Background(), HoldRequest{CustomerID: 9, CarID: car, From: calls[0].Req.From, To: calls[0].Req.To})
-		if _, err := insertHolds(ctx, other, car, sneak, 9, 100, 100, "VND", time.Now(), 15*time.Minute); err != nil {
+		if _, err := other.Exec(ctx, `INSERT INTO booking (kind, status, customer_id, host_id, amount, currency,
+				hold_expires_at, starts_at, refund_rule, car_id, period, rental_price, created_at, updated_at)
+			VALUES ('car', 'HELD', 9, 9, 100, 'VND', now() + interval '15 minutes', $2, $4, $1,
+				tstzrange($2, $3, '[)'), 100, now(), now())`, car, calls[0].Req.From, calls[0].Req.To, rule); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
@@ -171,5 +180,65 @@ func TestCarBatchRefusedByTheConstraintWritesNothing(t *testing.T) {
 		if mine != 0 {
 			t.Fatalf("%d bookings written by a refused batch, want none", mine)
 		}
+	}
+}
+
+// The events hold_car writes (booking.held, and booking.expired for a
+// stale hold it clears) carry exactly the JSON Go renders for the same
+// booking (booking.View), which the consumers read: times in the offset
+// the client wrote them with, east and west of UTC and in UTC, with and
+// without a fraction of a second.
+func TestCarEventsAreTheBookingsView(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := t.Context()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 8, 0, 0, 123456000, time.UTC))
+	life := booking.NewLifecycle(clk, map[booking.Kind]booking.Inventory{booking.KindCar: Inventory{}})
+	svc := NewService(pool, clk, life, Config{HoldTTL: 15 * time.Minute})
+	car := batchCar(t, pool)
+	hanoi, west := time.FixedZone("", 7*3600), time.FixedZone("", -(3*3600+30*60))
+	var ids []int64
+	for _, r := range []HoldRequest{
+		{CustomerID: 1, CarID: car, From: time.Date(2026, 3, 10, 9, 0, 0, 0, hanoi), To: time.Date(2026, 3, 11, 9, 30, 0, 500000000, hanoi)},
+		{CustomerID: 2, CarID: car, From: time.Date(2026, 3, 20, 9, 0, 0, 0, west), To: time.Date(2026, 3, 21, 9, 0, 0, 0, west)},
+		{CustomerID: 3, CarID: car, From: time.Date(2026, 3, 25, 9, 0, 0, 0, time.UTC), To: time.Date(2026, 3, 26, 9, 0, 0, 0, time.UTC)},
+	} {
+		b, err := svc.Hold(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, b.ID)
+	}
+	// Customer 1's hold goes stale; customer 4's hold of its period
+	// expires it.
+	clk.Advance(20*time.Minute + 654321*time.Microsecond)
+	b, err := svc.Hold(ctx, HoldRequest{CustomerID: 4, CarID: car, From: time.Date(2026, 3, 10, 10, 0, 0, 0, hanoi), To: time.Date(2026, 3, 10, 20, 0, 0, 0, hanoi)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, b.ID)
+	var seen []string
+	for _, id := range ids {
+		stored, err := booking.Scan(pool.QueryRow(ctx, `SELECT `+booking.Columns+` FROM booking WHERE id = $1`, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(stored.View())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var same bool
+		var got string
+		if err := pool.QueryRow(ctx, `SELECT payload = $2::jsonb, payload::text FROM outbox WHERE booking_id = $1 ORDER BY id DESC LIMIT 1`,
+			id, string(want)).Scan(&same, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !same {
+			t.Errorf("booking %d (%s): event payload\n%s\nwant (booking.View)\n%s", id, stored.Status, got, want)
+		}
+		seen = append(seen, string(stored.Status))
+	}
+	if want := "[EXPIRED HELD HELD HELD]"; fmt.Sprint(seen) != want {
+		t.Errorf("the bookings are %v, want %s", seen, want)
 	}
 }

@@ -79,11 +79,16 @@ func validOffset(field string, t time.Time) error {
 }
 
 // RentalPrice is what renting at daily for [from, to) costs: the daily
-// price times the started 24-hour periods. A rental of 24 hours and one
-// minute costs two days.
+// price times the started 24-hour periods (rentalDays).
 func RentalPrice(daily int64, from, to time.Time) int64 {
+	return daily * rentalDays(from, to)
+}
+
+// rentalDays is how many 24-hour periods [from, to) starts: a rental of 24
+// hours and one minute is two days.
+func rentalDays(from, to time.Time) int64 {
 	const day = 24 * time.Hour
-	return daily * int64((to.Sub(from)+day-1)/day)
+	return int64((to.Sub(from) + day - 1) / day)
 }
 
 // maxQueueWait bounds the wait of a coalesced car hold for its batch: a

@@ -1,0 +1,92 @@
+package booking
+
+import (
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/outbox"
+)
+
+// Answer is one row of what a hold function of the database (hold_flight,
+// hold_car) answers for a batch: the request's ordinal Ord, from 1, and
+// either an error Code with its Detail or the Booking made. A row with Ord
+// 0 is a booking the batch changed on its way (hold_car's stale holds,
+// Code "expired").
+type Answer struct {
+	Ord          int
+	Code, Detail string
+	Booking      *Booking
+}
+
+// HoldStatement is the statement that calls a hold function, call (such as
+// "hold_car($1, $2)"), and returns its rows for ScanAnswers, in ordinal
+// order. The functions write events, which the statement's text does not
+// show: outbox.WritesMark says so, so that a hold sent on its own
+// (committing by itself) wakes this process's relays at once.
+func HoldStatement(call string) string {
+	return outbox.WritesMark + `SELECT h.o_ord, h.o_code, h.o_detail, ` + Columns + `
+	FROM ` + call + ` AS h
+	CROSS JOIN LATERAL (SELECT (h.o_booking).*) AS x
+	ORDER BY h.o_ord`
+}
+
+// ScanAnswers reads the rows of a HoldStatement and closes them.
+func ScanAnswers(rows pgx.Rows) ([]Answer, error) {
+	defer rows.Close()
+	var answers []Answer
+	for rows.Next() {
+		var (
+			a            Answer
+			code, detail *string
+		)
+		if rows.RawValues()[3] != nil { // a booking's id
+			b, err := Scan(prefixed{rows, []any{&a.Ord, &code, &detail}})
+			if err != nil {
+				return nil, err
+			}
+			a.Booking = b
+		} else {
+			dest := make([]any, len(rows.FieldDescriptions()))
+			dest[0], dest[1], dest[2] = &a.Ord, &code, &detail
+			if err := rows.Scan(dest...); err != nil {
+				return nil, err
+			}
+		}
+		a.Code, a.Detail = deref(code), deref(detail)
+		answers = append(answers, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return answers, nil
+}
+
+// Requests returns, of answers, the n answers to requests 1 to n in order,
+// and the rest (Ord 0); an error if they are not exactly that.
+func Requests(answers []Answer, n int) (requests, others []Answer, err error) {
+	for _, a := range answers {
+		if a.Ord == 0 {
+			others = append(others, a)
+			continue
+		}
+		if a.Ord != len(requests)+1 {
+			return nil, nil, fmt.Errorf("answer %d where %d was due, for %d requests", a.Ord, len(requests)+1, n)
+		}
+		requests = append(requests, a)
+	}
+	if len(requests) != n {
+		return nil, nil, fmt.Errorf("%d answers for %d requests", len(requests), n)
+	}
+	return requests, others, nil
+}
+
+// prefixed scans a row whose first columns are before Columns into head.
+type prefixed struct {
+	rows pgx.Rows
+	head []any
+}
+
+func (p prefixed) Scan(dest ...any) error {
+	return p.rows.Scan(append(p.head, dest...)...)
+}
