@@ -242,3 +242,51 @@ func TestCarEventsAreTheBookingsView(t *testing.T) {
 		t.Errorf("the bookings are %v, want %s", seen, want)
 	}
 }
+
+// A request of a batch whose Idempotency-Key a retry took over is refused
+// alone: its booking is not made, the batch's other requests are held, and
+// the key is left to the retry.
+func TestCarBatchRefusesOnlyTheRequestWhoseKeyWasTakenOver(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := t.Context()
+	svc := newBatchService(pool)
+	car := batchCar(t, pool)
+	now := time.Now()
+	const (
+		mine  = "00000000-0000-4000-8000-000000000001"
+		retry = "00000000-0000-4000-8000-000000000002"
+	)
+	for k, lease := range []string{retry, mine} {
+		if _, err := pool.Exec(ctx, `INSERT INTO idempotency_key (caller_id, idem_key, method, path, request_hash, lease, locked_until, created_at, expires_at)
+			VALUES ($1, 'k', 'POST', '/bookings', '\x00', $2, $3, $4, $3)`, k+1, lease, now.Add(time.Minute), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from := now.Add(72 * time.Hour).Truncate(time.Hour)
+	calls := []*call{
+		{Ctx: pg.WithKeyClaim(ctx, pg.KeyClaim{CallerID: 1, Key: "k", Lease: mine}), // taken over by the retry
+			Req: HoldRequest{CustomerID: 1, CarID: car, From: from, To: from.Add(24 * time.Hour)}},
+		{Ctx: pg.WithKeyClaim(ctx, pg.KeyClaim{CallerID: 2, Key: "k", Lease: mine}),
+			Req: HoldRequest{CustomerID: 2, CarID: car, From: from.Add(96 * time.Hour), To: from.Add(120 * time.Hour)}},
+	}
+	if err := svc.holdMany(ctx, car, calls); err != nil {
+		t.Fatal(err)
+	}
+	if !fault.Is(calls[0].Err, fault.IdempotencyKeyInUse) || calls[0].Out != nil {
+		t.Errorf("the request whose key was taken over: %v, %v; want idempotency_key_in_use and no booking", calls[0].Out, calls[0].Err)
+	}
+	if calls[1].Err != nil || calls[1].Out == nil {
+		t.Fatalf("the other request: %v, want a hold", calls[1].Err)
+	}
+	var taken, made string
+	var bookings int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT coalesce(effect, '') FROM idempotency_key WHERE caller_id = 1),
+		(SELECT coalesce(effect, '') FROM idempotency_key WHERE caller_id = 2),
+		(SELECT count(*) FROM booking WHERE car_id = $1)`, car).Scan(&taken, &made, &bookings); err != nil {
+		t.Fatal(err)
+	}
+	if taken != "" || made != booking.EffectOf(calls[1].Out.ID) || bookings != 1 {
+		t.Errorf("effects %q and %q, %d bookings; want none, %q and 1", taken, made, bookings, booking.EffectOf(calls[1].Out.ID))
+	}
+}
