@@ -43,9 +43,10 @@ type Lifecycle struct {
 	// OnReleased, when set, is the one hook told after commit about every
 	// booking that gave back what it held: cancelled (Cancel, or a failed
 	// payment), expired (the sweeper's ExpireOne, or a car hold clearing
-	// a stale hold in its way with ExpireTx). The paths that commit here
-	// call it themselves; a caller that owns the transaction (FailPayment,
-	// a car hold) calls Released after its commit.
+	// a stale hold in its way, in the database function hold_car). The
+	// paths that commit here call it themselves; a caller that owns the
+	// transaction or the statement (FailPayment, a car hold) calls
+	// Released after its commit.
 	OnReleased  BookingReleased
 	inventories map[Kind]Inventory
 }
@@ -295,28 +296,6 @@ func (l *Lifecycle) ExpireOne(ctx context.Context, db pg.Beginner) (bool, error)
 	}
 	l.Released(ctx, expired)
 	return expired != nil, nil
-}
-
-// ExpireTx expires booking id within tx if it is still HELD and its hold
-// ran out at now, exactly as the sweeper would: the compare-and-set, the
-// release of what it held, its event. It reports false, and changes
-// nothing, when the booking is not HELD or not yet due. A new hold uses it
-// to clear a stale hold in its way without waiting for the sweeper
-// (docs/invariants.md race 2). It returns the expired booking (nil when it
-// changed nothing); the caller owns the transaction, so it tells the
-// OnReleased hook (Released) after its commit, as every release does.
-func (l *Lifecycle) ExpireTx(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (*Booking, error) {
-	b, err := Scan(tx.QueryRow(ctx, `UPDATE booking
-		SET status = 'EXPIRED', version = version + 1, updated_at = $2
-		WHERE id = $1 AND status = 'HELD' AND hold_expires_at <= $2
-		RETURNING `+Columns, id, now))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("expire booking %d: %w", id, err)
-	}
-	return b, l.expired(ctx, tx, b, now)
 }
 
 // expired releases what b held and records that it expired.

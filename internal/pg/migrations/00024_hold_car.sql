@@ -82,7 +82,8 @@ CREATE OR REPLACE FUNCTION flight_booking_view(b booking) RETURNS jsonb
 -- then raises, and nothing of the batch is written. A stale hold (HELD, its
 -- time up) in the way of a request it holds is expired here, with its
 -- booking.expired event, so that it never blocks the car until the
--- sweeper comes.
+-- sweeper comes (a car booking gives its period back by leaving the live
+-- statuses: nothing else to release, unlike a flight's seats).
 --
 -- It returns, ordered by o_ord: first a row with o_ord 0 and o_code
 -- 'expired' for each stale hold it expired (the caller tells the rest of
