@@ -144,15 +144,18 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 	default:
 		pc.Tracer = multitracer.New(tracers...)
 	}
-	// Every connection of the primary pool runs the hold path once, rolled
+	// Every connection of the primary pool runs the hold paths once, rolled
 	// back, and a car search's calendar load before it serves (pg.Warmer):
 	// a backend's first hold costs 20× its next, its first load several
-	// times. Not the replica's: it cannot write.
+	// times. A connection is warm once it ran the search and a hold of
+	// either kind: a database that sells only seats, or only cars, warms
+	// what it has. Not the replica's: it cannot write.
 	primary := pc
 	primary.Warm = pg.NewWarmer(func(ctx context.Context, c *pgx.Conn) bool {
-		held := flight.Warm(ctx, c, o.Clock.Now())
-		searched := rental.Warm(ctx, c, o.Clock.Now())
-		return held && searched
+		seat := flight.Warm(ctx, c, o.Clock.Now())
+		car := rental.WarmHold(ctx, c, o.Clock.Now())
+		searched := rental.WarmSearch(ctx, c, o.Clock.Now())
+		return (seat || car) && searched
 	})
 	pool, err := pg.Open(ctx, cfg.DatabaseURL, primary)
 	if err != nil {

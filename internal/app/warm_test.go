@@ -90,7 +90,7 @@ func TestConnectionsHaveRunTheHoldBeforeServing(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	checkWarm(t, "after the pass, berth started before the flight existed", s.App, 3)
+	checkWarm(t, "after the pass, berth started before the flight existed", s.App, 3, "%hold_flight(%")
 
 	// Started on a database with a flight: warm when New returns.
 	cfg := apptest.TestConfig(url)
@@ -101,7 +101,7 @@ func TestConnectionsHaveRunTheHoldBeforeServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	checkWarm(t, "when app.New returned", a, 6)
+	checkWarm(t, "when app.New returned", a, 6, "%hold_flight(%")
 
 	// Nothing was held: every seat is free and no booking or event exists.
 	var bookings, events, free int
@@ -116,11 +116,42 @@ func TestConnectionsHaveRunTheHoldBeforeServing(t *testing.T) {
 	s.Customer(7).HoldSeats(t, fl.ID, "ECONOMY", "1A") // and the seat it warmed on can be held
 }
 
+// A database that sells only cars: every connection runs a car hold once
+// (hold_car) before it is counted warm, and nothing of it stays.
+func TestConnectionsHaveRunTheCarHoldWhereThereAreOnlyCars(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := apptest.Start(t, apptest.Options{Config: func(c *config.Config) { c.DBMinConns, c.Events.InServe = 3, false }})
+	if warm, _ := s.App.Warmer.Counts(); warm != 0 {
+		t.Fatalf("%d connections warm with nothing to hold", warm)
+	}
+	car := s.Host(40).CreateCar(t, apptest.Car{Plate: "30A-123.45", Model: "VinFast VF 8", City: "HN",
+		DailyPrice: 1_000_000, Deposit: 5_000_000, Currency: "VND", Turnaround: "1h"})
+	for range 50 {
+		if s.App.Warmer.Pass(ctx, s.App.Pool); func() bool { _, cold := s.App.Warmer.Counts(); return cold == 0 }() {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	checkWarm(t, "after the pass, berth started before the car existed", s.App, 3, "%hold_car(%")
+
+	var bookings, events int
+	if err := s.App.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM booking),
+		(SELECT count(*) FROM outbox WHERE type LIKE 'booking.%')`).Scan(&bookings, &events); err != nil {
+		t.Fatal(err)
+	}
+	if bookings != 0 || events != 0 {
+		t.Errorf("after the warm-ups: %d bookings and %d booking events, want none", bookings, events)
+	}
+	from := apptest.Epoch.Add(72 * time.Hour)
+	s.Customer(7).HoldCar(t, car.ID, from, from.Add(24*time.Hour)) // and the car it warmed on can be held
+}
+
 // checkWarm asserts that a's pool holds at least n idle connections, each
-// of which has run the hold's statement and the car calendar load's (pgx prepares
-// a statement on a connection the first time it runs there), and that the
-// Warmer counts none cold.
-func checkWarm(t *testing.T, when string, a *app.App, n int) {
+// of which has run the statement like hold (a hold's) and the car calendar
+// load's (pgx prepares a statement on a connection the first time it runs
+// there), and that the Warmer counts none cold.
+func checkWarm(t *testing.T, when string, a *app.App, n int, hold string) {
 	t.Helper()
 	ctx := context.Background()
 	conns := a.Pool.AcquireAllIdle(ctx)
@@ -133,7 +164,7 @@ func checkWarm(t *testing.T, when string, a *app.App, n int) {
 		t.Errorf("%s: %d idle connections, want %d", when, len(conns), n)
 	}
 	for i, c := range conns {
-		for what, like := range map[string]string{"the hold": "%hold_flight(%", "the car calendar load": "%FROM car c JOIN booking b%"} {
+		for what, like := range map[string]string{"the hold": hold, "the car calendar load": "%FROM car c JOIN booking b%"} {
 			var n int
 			if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE $1
 				AND statement NOT LIKE '%pg_prepared_statements%'`, like).Scan(&n); err != nil {

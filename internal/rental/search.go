@@ -74,18 +74,6 @@ func (s *Service) Search(ctx context.Context, q SearchQuery) (*SearchResult, err
 	return cc.free(q, now), nil
 }
 
-// Warm runs the load of a city's calendar once on a new connection, as
-// pg.Warmer asks (pg.WarmFunc), so that the first load there does not pay
-// for pgx's preparation of the statements (a round trip of its own), their
-// planning and the backend's first reads of the car and booking catalogs.
-// It loads a city no car is in, so it reads nothing and writes nothing.
-// Reports false when the load failed, as on an unmigrated database. now is
-// the server's clock.
-func Warm(ctx context.Context, c *pgx.Conn, now time.Time) bool {
-	_, err := loadCity(ctx, c, "", now)
-	return err == nil
-}
-
 // MaxCalendar is the longest window one calendar request may cover.
 const MaxCalendar = 366 * 24 * time.Hour
 

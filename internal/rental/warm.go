@@ -1,0 +1,56 @@
+package rental
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/berth/internal/booking"
+)
+
+// WarmSearch runs the load of a city's calendar once on a new connection,
+// as pg.Warmer asks (pg.WarmFunc), so that the first load there does not
+// pay for pgx's preparation of the statements (a round trip of its own),
+// their planning and the backend's first reads of the car and booking
+// catalogs. It loads a city no car is in, so it reads nothing and writes
+// nothing. Reports false when the load failed, as on an unmigrated
+// database. now is the server's clock.
+func WarmSearch(ctx context.Context, c *pgx.Conn, now time.Time) bool {
+	_, err := loadCity(ctx, c, "", now)
+	return err == nil
+}
+
+// warmAhead is how far ahead of now the warm-up's hold is: a period no
+// customer can hold yet, so that it meets no booking.
+const warmAhead = 5 * 366 * 24 * time.Hour
+
+// WarmHold runs the car hold path once on a new connection, as pg.Warmer
+// asks: one hold, exactly as a customer's would be sent (hold_car with the
+// hold limit on, PL/pgSQL's compilation of it and the plans of its
+// statements, the foreign-key and constraint checks its writes fire, and
+// pgx's prepared statement), in a transaction that is rolled back, so
+// nothing of it outlives the call. A backend's first call of hold_car
+// costs several times its next. It takes any car no one has locked, for a
+// day warmAhead from now, waits at most 100 ms for a lock (it never holds
+// up a peak), and reports false when it could not reach the writes: no car
+// yet, a lock it would wait for, an error (an unmigrated database).
+func WarmHold(ctx context.Context, c *pgx.Conn, now time.Time) bool {
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // nothing to keep: the point is the rollback
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '100ms'`); err != nil {
+		return false
+	}
+	var carID int64
+	if err := tx.QueryRow(ctx, `SELECT id FROM car LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED`).Scan(&carID); err != nil {
+		return false
+	}
+	from := now.Add(warmAhead).Truncate(time.Hour)
+	// Customer 0 has no bookings, so the hold limit lets the hold through.
+	cl := &call{Ctx: ctx, Req: HoldRequest{CarID: carID, From: from, To: from.Add(24 * time.Hour)}}
+	_, err = holdBatch(ctx, tx, carID, []*call{cl}, now, time.Minute, booking.HoldLimit{N: 1, Window: time.Minute})
+	return err == nil && cl.Err == nil
+}
