@@ -200,7 +200,7 @@ func (g *Gate) refuseInProcess(flight int64, class string, seats []string, units
 }
 
 // release frees the keys of p (when the database refused the hold, so that
-// the seats are not blocked for others for the rest of the TTL: DESIGN race 8).
+// the seats are not blocked for others for the rest of the TTL: race 8 of docs/invariants.md).
 func (g *Gate) release(ctx context.Context, p *gatePass) {
 	if p == nil || !g.r.Usable() {
 		return
