@@ -15,7 +15,9 @@ import (
 
 // bucketsMoved is the SQLSTATE hold_flight raises when, locking the fare
 // buckets last, it finds that a request it decided on their committed state
-// no longer fits: another transaction took the room in between.
+// no longer fits, or that the one bucket a lone hold went to filled while
+// it waited for it (migration 00025): another transaction took the room in
+// between.
 const bucketsMoved = "BH001"
 
 // result is the outcome of one request of a batch.

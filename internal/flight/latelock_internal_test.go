@@ -13,6 +13,7 @@ import (
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/pg/pgtest"
 )
 
@@ -103,10 +104,9 @@ func TestHoldLocksTheBucketsLast(t *testing.T) {
 
 // A lone hold applies its units to the bucket it decided on with one
 // conditional update; when that bucket filled while the hold waited for it,
-// the hold still gets the units it decided on, in that bucket, with share
-// moved into it from another bucket of the class (as a batch does), and
-// never more than the bucket's share.
-func TestHoldWhoseBucketFilledMovesShareIntoIt(t *testing.T) {
+// the hold is decided again with the class's buckets locked first, and gets
+// its units in a bucket that has room, never more than a bucket's share.
+func TestHoldWhoseBucketFilledGoesToOneWithRoom(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
@@ -148,8 +148,52 @@ func TestHoldWhoseBucketFilledMovesShareIntoIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"0:3/3", "1:1/0"}; bucket != 0 || fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("booking in bucket %d, buckets (quota/held) %v; want bucket 0, %v", bucket, got, want)
+	if want := []string{"0:2/2", "1:2/1"}; bucket != 1 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("booking in bucket %d, buckets (quota/held) %v; want bucket 1, %v", bucket, got, want)
+	}
+}
+
+// The step behind that: a lone hold's conditional update of its bucket,
+// when the bucket filled while the update waited for it, applies nothing
+// but leaves the row locked (PostgreSQL locks the newest version before
+// it checks the condition again). hold_flight must not go on to lock the
+// class's buckets in order from there, holding one out of order (two such
+// holds deadlock): it sends the caller back to lock them first (BH001),
+// having written nothing.
+func TestLoneHoldWhoseBucketFilledMeanwhileLocksFirst(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
+	ctx := context.Background()
+	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 4, Buckets: 2})
+	other, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback(ctx) }()
+	if _, err := other.Exec(ctx, `UPDATE fare_bucket SET held = quota WHERE flight_id = $1 AND bucket = 0`, id); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		calls := []*call{{Ctx: ctx, Req: HoldRequest{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Quantity: 1}}}
+		_, err := holdBatch(ctx, pool, id, calls, epoch, 10*time.Minute, booking.HoldLimit{}, false)
+		done <- err
+	}()
+	awaitLockWait(t, pool, done)
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; pg.State(err) != bucketsMoved {
+		t.Fatalf("the hold whose bucket filled meanwhile: %v, want SQLSTATE %s (lock the buckets first)", err, bucketsMoved)
+	}
+	var bookings, events int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM booking), (SELECT count(*) FROM outbox WHERE type = 'booking.held')`).
+		Scan(&bookings, &events); err != nil {
+		t.Fatal(err)
+	}
+	if bookings != 0 || events != 0 {
+		t.Errorf("sent back, the hold left %d bookings and %d events, want none", bookings, events)
 	}
 }
 

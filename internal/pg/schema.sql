@@ -655,6 +655,13 @@ BEGIN
             WHERE fb.flight_id = p_flight AND fb.fare_class = v_one_class AND fb.bucket = v_one_bucket
               AND fb.sold + fb.held + v_unit_total <= fb.quota;
             v_applied := FOUND;
+            -- Not applied: the row may be locked all the same (PostgreSQL
+            -- locks the newest version before it checks the condition
+            -- again), out of bucket order. Start again, locking first.
+            IF NOT v_applied AND NOT p_lock_first THEN
+                RAISE EXCEPTION 'hold_flight: the fare bucket of flight % filled meanwhile; lock them first', p_flight
+                    USING ERRCODE = 'BH001';
+            END IF;
         END IF;
 
         IF NOT v_applied THEN
