@@ -108,32 +108,15 @@ func TestHoldLocksTheBucketsLast(t *testing.T) {
 // its units in a bucket that has room, never more than a bucket's share.
 func TestHoldWhoseBucketFilledGoesToOneWithRoom(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
+	pool, svc, id := newTwoBucketFlight(t)
 	ctx := context.Background()
-	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 4, Buckets: 2})
-	other, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = other.Rollback(ctx) }()
-	// Bucket 0 (the first of two equally roomy ones, where the hold will
-	// decide to go) fills while the hold is under way.
-	if _, err := other.Exec(ctx, `UPDATE fare_bucket SET held = quota WHERE flight_id = $1 AND bucket = 0`, id); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
 	var b *booking.Booking
-	go func() {
+	err := whileBucketFills(t, pool, id, func() error {
 		var err error
 		b, err = svc.Hold(ctx, HoldRequest{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Quantity: 1})
-		done <- err
-	}()
-	awaitLockWait(t, pool, done)
-	if err := other.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
+		return err
+	})
+	if err != nil {
 		t.Fatalf("hold: %v", err)
 	}
 	var bucket int
@@ -162,29 +145,14 @@ func TestHoldWhoseBucketFilledGoesToOneWithRoom(t *testing.T) {
 // having written nothing.
 func TestLoneHoldWhoseBucketFilledMeanwhileLocksFirst(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
+	pool, _, id := newTwoBucketFlight(t)
 	ctx := context.Background()
-	id := newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 4, Buckets: 2})
-	other, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = other.Rollback(ctx) }()
-	if _, err := other.Exec(ctx, `UPDATE fare_bucket SET held = quota WHERE flight_id = $1 AND bucket = 0`, id); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
+	err := whileBucketFills(t, pool, id, func() error {
 		calls := []*call{{Ctx: ctx, Req: HoldRequest{CustomerID: 1, FlightID: id, FareClass: "ECONOMY", Quantity: 1}}}
 		_, err := holdBatch(ctx, pool, id, calls, epoch, 10*time.Minute, booking.HoldLimit{}, false)
-		done <- err
-	}()
-	awaitLockWait(t, pool, done)
-	if err := other.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; pg.State(err) != bucketsMoved {
+		return err
+	})
+	if pg.State(err) != bucketsMoved {
 		t.Fatalf("the hold whose bucket filled meanwhile: %v, want SQLSTATE %s (lock the buckets first)", err, bucketsMoved)
 	}
 	var bookings, events int
@@ -195,6 +163,39 @@ func TestLoneHoldWhoseBucketFilledMeanwhileLocksFirst(t *testing.T) {
 	if bookings != 0 || events != 0 {
 		t.Errorf("sent back, the hold left %d bookings and %d events, want none", bookings, events)
 	}
+}
+
+// newTwoBucketFlight is a flight whose ECONOMY class of 4 is split over two
+// buckets of 2, on a database of its own.
+func newTwoBucketFlight(t *testing.T) (*pgxpool.Pool, *Service, int64) {
+	pool := pgtest.NewPool(t)
+	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
+	return pool, svc, newTestFlight(t, svc, NewFare{Class: "ECONOMY", Price: 100, Capacity: 4, Buckets: 2})
+}
+
+// whileBucketFills runs hold while another transaction fills bucket 0 of
+// flight id (the first of two equally roomy ones, where a lone hold
+// decides to go): the hold decides on the bucket as committed, waits for
+// the other's lock, and goes on once the bucket is full. It returns hold's
+// error.
+func whileBucketFills(t *testing.T, pool *pgxpool.Pool, id int64, hold func() error) error {
+	t.Helper()
+	ctx := context.Background()
+	other, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback(ctx) }()
+	if _, err := other.Exec(ctx, `UPDATE fare_bucket SET held = quota WHERE flight_id = $1 AND bucket = 0`, id); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- hold() }()
+	awaitLockWait(t, pool, done)
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return <-done
 }
 
 // awaitLockWait waits until a session of the test's database waits for a

@@ -7,40 +7,36 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/pg"
 )
 
 // Warm runs the hold path once on a new connection, as pg.Warmer asks
 // (pg.WarmFunc): one seat hold, exactly as a customer's would be sent
 // (hold_flight, its statements and the foreign-key checks its writes fire,
-// and pgx's prepared statement), in a transaction that is rolled back, so
-// nothing of it outlives the call. It takes any free seat of a flight not
-// yet departed that no one has locked, waits at most 100 ms for a lock (it never holds up a sale),
-// and reports false when it could not reach the writes: no seat to take
-// yet, a lock it would wait for, an error. Called on an unmigrated
-// database it does nothing and reports false. now is the server's clock.
+// and pgx's prepared statement), in a transaction that is rolled back
+// (pg.RolledBack: nothing of it outlives the call, and it waits at most
+// 100 ms for a lock). It takes any free seat of a flight not yet departed
+// that no one has locked, and reports false when it could not reach the
+// writes: no seat to take yet, a lock it would wait for, an error. Called
+// on an unmigrated database it does nothing and reports false. now is the
+// server's clock.
 func Warm(ctx context.Context, c *pgx.Conn, now time.Time) bool {
-	tx, err := c.Begin(ctx)
-	if err != nil {
-		return false
-	}
-	defer func() { _ = tx.Rollback(ctx) }() // nothing to keep: the point is the rollback
-	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '100ms'`); err != nil {
-		return false
-	}
-	var r HoldRequest
-	var seat string
-	err = tx.QueryRow(ctx, `SELECT s.flight_id, s.fare_class, s.seat_no
-		FROM flight f CROSS JOIN LATERAL (
-			SELECT st.flight_id, st.fare_class, st.seat_no FROM seat st
-			WHERE st.flight_id = f.id AND st.status = 'AVAILABLE' LIMIT 1 FOR UPDATE SKIP LOCKED) AS s
-		WHERE f.departure_at > $1 LIMIT 1`, now).Scan(&r.FlightID, &r.FareClass, &seat)
-	if err != nil {
-		return false
-	}
-	r.Seats = []string{seat}
-	// A hold limit, so that its part of the path runs too (customer 0
-	// has no bookings).
-	results, err := holdBatch(ctx, tx, r.FlightID, []*call{{Ctx: ctx, Req: r}}, now, time.Minute,
-		booking.HoldLimit{N: 1, Window: time.Minute}, false)
-	return err == nil && len(results) == 1 && results[0].err == nil
+	return pg.RolledBack(ctx, c, func(tx pgx.Tx) bool {
+		var r HoldRequest
+		var seat string
+		err := tx.QueryRow(ctx, `SELECT s.flight_id, s.fare_class, s.seat_no
+			FROM flight f CROSS JOIN LATERAL (
+				SELECT st.flight_id, st.fare_class, st.seat_no FROM seat st
+				WHERE st.flight_id = f.id AND st.status = 'AVAILABLE' LIMIT 1 FOR UPDATE SKIP LOCKED) AS s
+			WHERE f.departure_at > $1 LIMIT 1`, now).Scan(&r.FlightID, &r.FareClass, &seat)
+		if err != nil {
+			return false
+		}
+		r.Seats = []string{seat}
+		// A hold limit, so that its part of the path runs too (customer 0
+		// has no bookings).
+		results, err := holdBatch(ctx, tx, r.FlightID, []*call{{Ctx: ctx, Req: r}}, now, time.Minute,
+			booking.HoldLimit{N: 1, Window: time.Minute}, false)
+		return err == nil && len(results) == 1 && results[0].err == nil
+	})
 }

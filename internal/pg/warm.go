@@ -41,6 +41,23 @@ func warm(ctx context.Context, pool *pgxpool.Pool, n int) {
 // on yet; it is tried again later).
 type WarmFunc func(ctx context.Context, c *pgx.Conn) bool
 
+// RolledBack runs fn in a transaction of c that is rolled back whatever fn
+// does, so nothing of it outlives the call, and in which a lock is waited
+// for at most 100 ms (a warm-up never holds up a sale in another process).
+// It reports fn's answer, false when the transaction could not start: for
+// WarmFuncs that run a write path to have it compiled and planned.
+func RolledBack(ctx context.Context, c *pgx.Conn, fn func(tx pgx.Tx) bool) bool {
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // nothing to keep: the point is the rollback
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '100ms'`); err != nil {
+		return false
+	}
+	return fn(tx)
+}
+
 // warmTimeout bounds one warm-up of one connection.
 const warmTimeout = 5 * time.Second
 

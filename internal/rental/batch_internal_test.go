@@ -48,8 +48,7 @@ func TestCarBatchDecidesEachRequestAlone(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	ctx := t.Context()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC))
-	life := booking.NewLifecycle(clk, map[booking.Kind]booking.Inventory{booking.KindCar: Inventory{}})
-	svc := NewService(pool, clk, life, Config{HoldTTL: 15 * time.Minute, HoldLimit: booking.HoldLimit{N: 3, Window: 24 * time.Hour}})
+	svc := newCarService(pool, clk, Config{HoldTTL: 15 * time.Minute, HoldLimit: booking.HoldLimit{N: 3, Window: 24 * time.Hour}})
 	car := batchCar(t, pool)
 	day := func(d, hour int) time.Time { return time.Date(2026, 3, d, hour, 0, 0, 0, time.UTC) }
 	// Customer 5's first two holds: one goes stale (days 20–21), the other
@@ -124,8 +123,14 @@ func TestCarBatchForNoCar(t *testing.T) {
 }
 
 func newBatchService(pool *pgxpool.Pool) *Service {
-	life := booking.NewLifecycle(clock.System{}, map[booking.Kind]booking.Inventory{booking.KindCar: Inventory{}})
-	return NewService(pool, clock.System{}, life, Config{HoldTTL: 15 * time.Minute})
+	return newCarService(pool, clock.System{}, Config{HoldTTL: 15 * time.Minute})
+}
+
+// newCarService is a car service on pool with cfg and clk, whose lifecycle
+// knows cars only.
+func newCarService(pool *pgxpool.Pool, clk clock.Clock, cfg Config) *Service {
+	life := booking.NewLifecycle(clk, map[booking.Kind]booking.Inventory{booking.KindCar: Inventory{}})
+	return NewService(pool, clk, life, cfg)
 }
 
 // The calendar read only leaves out what the constraint would refuse; the
@@ -193,8 +198,7 @@ func TestCarEventsAreTheBookingsView(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	ctx := t.Context()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 8, 0, 0, 123456000, time.UTC))
-	life := booking.NewLifecycle(clk, map[booking.Kind]booking.Inventory{booking.KindCar: Inventory{}})
-	svc := NewService(pool, clk, life, Config{HoldTTL: 15 * time.Minute})
+	svc := newCarService(pool, clk, Config{HoldTTL: 15 * time.Minute})
 	car := batchCar(t, pool)
 	hanoi, west := time.FixedZone("", 7*3600), time.FixedZone("", -(3*3600+30*60))
 	var ids []int64

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/pg"
 )
 
 // WarmSearch runs the load of a city's calendar once on a new connection,
@@ -29,28 +30,22 @@ const warmAhead = 5 * 366 * 24 * time.Hour
 // asks: one hold, exactly as a customer's would be sent (hold_car with the
 // hold limit on, PL/pgSQL's compilation of it and the plans of its
 // statements, the foreign-key and constraint checks its writes fire, and
-// pgx's prepared statement), in a transaction that is rolled back, so
-// nothing of it outlives the call. A backend's first call of hold_car
-// costs several times its next. It takes any car no one has locked, for a
-// day warmAhead from now, waits at most 100 ms for a lock (it never holds
-// up a peak), and reports false when it could not reach the writes: no car
+// pgx's prepared statement), in a transaction that is rolled back
+// (pg.RolledBack: nothing of it outlives the call, and it waits at most
+// 100 ms for a lock). A backend's first call of hold_car costs several
+// times its next. It takes any car no one has locked, for a day warmAhead
+// from now, and reports false when it could not reach the writes: no car
 // yet, a lock it would wait for, an error (an unmigrated database).
 func WarmHold(ctx context.Context, c *pgx.Conn, now time.Time) bool {
-	tx, err := c.Begin(ctx)
-	if err != nil {
-		return false
-	}
-	defer func() { _ = tx.Rollback(ctx) }() // nothing to keep: the point is the rollback
-	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '100ms'`); err != nil {
-		return false
-	}
-	var carID int64
-	if err := tx.QueryRow(ctx, `SELECT id FROM car LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED`).Scan(&carID); err != nil {
-		return false
-	}
-	from := now.Add(warmAhead).Truncate(time.Hour)
-	// Customer 0 has no bookings, so the hold limit lets the hold through.
-	cl := &call{Ctx: ctx, Req: HoldRequest{CarID: carID, From: from, To: from.Add(24 * time.Hour)}}
-	_, err = holdBatch(ctx, tx, carID, []*call{cl}, now, time.Minute, booking.HoldLimit{N: 1, Window: time.Minute})
-	return err == nil && cl.Err == nil
+	return pg.RolledBack(ctx, c, func(tx pgx.Tx) bool {
+		var carID int64
+		if err := tx.QueryRow(ctx, `SELECT id FROM car LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED`).Scan(&carID); err != nil {
+			return false
+		}
+		from := now.Add(warmAhead).Truncate(time.Hour)
+		// Customer 0 has no bookings, so the hold limit lets the hold through.
+		cl := &call{Ctx: ctx, Req: HoldRequest{CarID: carID, From: from, To: from.Add(24 * time.Hour)}}
+		_, err := holdBatch(ctx, tx, carID, []*call{cl}, now, time.Minute, booking.HoldLimit{N: 1, Window: time.Minute})
+		return err == nil && cl.Err == nil
+	})
 }
