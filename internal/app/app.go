@@ -152,9 +152,10 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 	// what it has. Not the replica's: it cannot write.
 	primary := pc
 	primary.Warm = pg.NewWarmer(func(ctx context.Context, c *pgx.Conn) bool {
-		seat := flight.Warm(ctx, c, o.Clock.Now())
-		car := rental.WarmHold(ctx, c, o.Clock.Now())
-		searched := rental.WarmSearch(ctx, c, o.Clock.Now())
+		now := o.Clock.Now()
+		seat := flight.Warm(ctx, c, now)
+		car := rental.WarmHold(ctx, c, now)
+		searched := rental.WarmSearch(ctx, c, now)
 		return (seat || car) && searched
 	})
 	pool, err := pg.Open(ctx, cfg.DatabaseURL, primary)

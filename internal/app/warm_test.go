@@ -82,14 +82,7 @@ func TestConnectionsHaveRunTheHoldBeforeServing(t *testing.T) {
 	}
 	fl := s.Admin().CreateFlight(t, apptest.Flight{DepartureAt: apptest.Epoch.Add(48 * time.Hour),
 		Fares: []apptest.Fare{{Class: "ECONOMY", Price: 1_000_000, Seats: []string{"1A", "1B", "1C"}}}})
-	// A pass skips the connections in use (the waiting room's reloads):
-	// a few passes find them idle.
-	for range 50 {
-		if s.App.Warmer.Pass(ctx, s.App.Pool); func() bool { _, cold := s.App.Warmer.Counts(); return cold == 0 }() {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	passUntilWarm(s.App)
 	checkWarm(t, "after the pass, berth started before the flight existed", s.App, 3, "%hold_flight(%")
 
 	// Started on a database with a flight: warm when New returns.
@@ -127,12 +120,7 @@ func TestConnectionsHaveRunTheCarHoldWhereThereAreOnlyCars(t *testing.T) {
 	}
 	car := s.Host(40).CreateCar(t, apptest.Car{Plate: "30A-123.45", Model: "VinFast VF 8", City: "HN",
 		DailyPrice: 1_000_000, Deposit: 5_000_000, Currency: "VND", Turnaround: "1h"})
-	for range 50 {
-		if s.App.Warmer.Pass(ctx, s.App.Pool); func() bool { _, cold := s.App.Warmer.Counts(); return cold == 0 }() {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	passUntilWarm(s.App)
 	checkWarm(t, "after the pass, berth started before the car existed", s.App, 3, "%hold_car(%")
 
 	var bookings, events int
@@ -145,6 +133,19 @@ func TestConnectionsHaveRunTheCarHoldWhereThereAreOnlyCars(t *testing.T) {
 	}
 	from := apptest.Epoch.Add(72 * time.Hour)
 	s.Customer(7).HoldCar(t, car.ID, from, from.Add(24*time.Hour)) // and the car it warmed on can be held
+}
+
+// passUntilWarm runs the Warmer's pass on a's pool until it counts no
+// connection cold, at most 50 times: a pass skips the connections in use
+// (the waiting room's reloads), so a few passes find them idle. checkWarm
+// then tells whether they were warmed.
+func passUntilWarm(a *app.App) {
+	for range 50 {
+		if a.Warmer.Pass(context.Background(), a.Pool); func() bool { _, cold := a.Warmer.Counts(); return cold == 0 }() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // checkWarm asserts that a's pool holds at least n idle connections, each

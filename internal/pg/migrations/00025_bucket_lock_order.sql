@@ -56,13 +56,16 @@ $do$;
 DO $do$
 DECLARE
     v_def  text := pg_get_functiondef('hold_flight(bigint, timestamptz, interval, bigint[], text[], text[], integer[], bigint[], text[], uuid[], boolean, integer, interval)'::regprocedure);
-    v_from integer := strpos(v_def, E'            -- Not applied: the row may be locked all the same');
-    v_to   integer := strpos(v_def, E'                    USING ERRCODE = ''BH001'';\n            END IF;\n');
+    -- The lines Up added run from v_first to v_last, included.
+    v_first text := E'            -- Not applied: the row may be locked all the same';
+    v_last  text := E'                    USING ERRCODE = ''BH001'';\n            END IF;\n';
+    v_from  integer := strpos(v_def, v_first);
+    v_to    integer := strpos(v_def, v_last);
 BEGIN
     IF v_from = 0 OR v_to = 0 THEN
         RAISE EXCEPTION 'hold_flight is not the function 00025_bucket_lock_order.sql defined';
     END IF;
-    EXECUTE left(v_def, v_from - 1) || substr(v_def, v_to + length(E'                    USING ERRCODE = ''BH001'';\n            END IF;\n'));
+    EXECUTE left(v_def, v_from - 1) || substr(v_def, v_to + length(v_last));
 END
 $do$;
 -- +goose StatementEnd
