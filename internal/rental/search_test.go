@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -449,5 +450,51 @@ func TestSearchPageIsEachCarAsShownAlone(t *testing.T) {
 	r := e.s.Do(apptest.Request{Method: http.MethodGet, Path: searchPath("HP", at(10, 8, 0), at(11, 8, 0), "after", fmt.Sprint(ids[2]))})
 	if string(r.Body) != "{\"cars\":[]}\n" {
 		t.Errorf("search past the last car: %q, want no cars", r.Body)
+	}
+}
+
+// Pages are put together in buffers used again by later searches: pages
+// of different sizes asked for at once each come out whole and alone, as
+// the same search asked alone gives it.
+func TestSearchPagesAskedAtOnceComeOutWhole(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	for range 3 {
+		e.listCar("HP", "1h")
+	}
+	path := func(limit int) string {
+		return searchPath("HP", at(10, 8, 0), at(11, 8, 0), "limit", fmt.Sprint(limit))
+	}
+	want := map[int]string{}
+	for limit := 1; limit <= 3; limit++ {
+		want[limit] = string(e.s.Do(apptest.Request{Method: http.MethodGet, Path: path(limit)}).Body)
+	}
+	const goroutines, each = 24, 15
+	bad := make(chan string, goroutines*each)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			<-start
+			for i := range each {
+				limit := (g+i)%3 + 1
+				r := e.s.Do(apptest.Request{Method: http.MethodGet, Path: path(limit)})
+				if got := string(r.Body); r.Status != http.StatusOK || got != want[limit] {
+					bad <- fmt.Sprintf("limit %d: %d %q, want %q", limit, r.Status, got, want[limit])
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(bad)
+	n := 0
+	for b := range bad {
+		if n++; n <= 3 {
+			t.Error(b)
+		}
+	}
+	if n > 0 {
+		t.Errorf("%d of %d pages came out wrong", n, goroutines*each)
 	}
 }
