@@ -97,14 +97,16 @@ func TestConnectionsHaveRunTheHoldBeforeServing(t *testing.T) {
 	checkWarm(t, "when app.New returned", a, 6, "%hold_flight(%")
 
 	// Nothing was held: every seat is free and no booking or event exists.
-	var bookings, events, free int
+	var bookings, events, free, keys int
 	if err := a.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM booking), (SELECT count(*) FROM outbox),
-		(SELECT count(*) FROM seat WHERE flight_id = $1 AND status = 'AVAILABLE' AND booking_id IS NULL)`, fl.ID).
-		Scan(&bookings, &events, &free); err != nil {
+		(SELECT count(*) FROM seat WHERE flight_id = $1 AND status = 'AVAILABLE' AND booking_id IS NULL),
+		(SELECT count(*) FROM idempotency_key WHERE caller_id = 0)`, fl.ID).
+		Scan(&bookings, &events, &free, &keys); err != nil {
 		t.Fatal(err)
 	}
-	if bookings != 0 || events != 0 || free != 3 {
-		t.Errorf("after the warm-ups: %d bookings, %d events, %d of 3 seats free; want 0, 0, 3", bookings, events, free)
+	if bookings != 0 || events != 0 || free != 3 || keys != 0 {
+		t.Errorf("after the warm-ups: %d bookings, %d events, %d of 3 seats free, %d warm-up keys; want 0, 0, 3, 0",
+			bookings, events, free, keys)
 	}
 	s.Customer(7).HoldSeats(t, fl.ID, "ECONOMY", "1A") // and the seat it warmed on can be held
 }
@@ -123,13 +125,14 @@ func TestConnectionsHaveRunTheCarHoldWhereThereAreOnlyCars(t *testing.T) {
 	passUntilWarm(s.App)
 	checkWarm(t, "after the pass, berth started before the car existed", s.App, 3, "%hold_car(%")
 
-	var bookings, events int
+	var bookings, events, keys int
 	if err := s.App.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM booking),
-		(SELECT count(*) FROM outbox WHERE type LIKE 'booking.%')`).Scan(&bookings, &events); err != nil {
+		(SELECT count(*) FROM outbox WHERE type LIKE 'booking.%'), (SELECT count(*) FROM idempotency_key WHERE caller_id = 0)`).
+		Scan(&bookings, &events, &keys); err != nil {
 		t.Fatal(err)
 	}
-	if bookings != 0 || events != 0 {
-		t.Errorf("after the warm-ups: %d bookings and %d booking events, want none", bookings, events)
+	if bookings != 0 || events != 0 || keys != 0 {
+		t.Errorf("after the warm-ups: %d bookings, %d booking events and %d warm-up keys, want none", bookings, events, keys)
 	}
 	from := apptest.Epoch.Add(72 * time.Hour)
 	s.Customer(7).HoldCar(t, car.ID, from, from.Add(24*time.Hour)) // and the car it warmed on can be held
@@ -165,7 +168,9 @@ func checkWarm(t *testing.T, when string, a *app.App, n int, hold string) {
 		t.Errorf("%s: %d idle connections, want %d", when, len(conns), n)
 	}
 	for i, c := range conns {
-		for what, like := range map[string]string{"the hold": hold, "the car calendar load": "%FROM car c JOIN booking b%"} {
+		for what, like := range map[string]string{"the hold": hold, "the car calendar load": "%FROM car c JOIN booking b%",
+			"the Idempotency-Key's claim": "INSERT INTO idempotency_key AS k%", "its read": "SELECT method, path, request_hash%",
+			"its answer": "UPDATE idempotency_key%SET response_status%"} {
 			var n int
 			if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE $1
 				AND statement NOT LIKE '%pg_prepared_statements%'`, like).Scan(&n); err != nil {

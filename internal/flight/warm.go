@@ -7,13 +7,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/idempotency"
 	"berth.dev/berth/internal/pg"
 )
 
 // Warm runs the hold path once on a new connection, as pg.Warmer asks
 // (pg.WarmFunc): one seat hold, exactly as a customer's would be sent
-// (hold_flight, its statements and the foreign-key checks its writes fire,
-// and pgx's prepared statement), in a transaction that is rolled back
+// under an Idempotency-Key (idempotency.Warm: the key's claim, read and
+// answer around it; hold_flight, its statements, the key's effect and the
+// foreign-key checks its writes fire, and pgx's prepared statements), in a transaction that is rolled back
 // (pg.RolledBack: nothing of it outlives the call, and it waits at most
 // 100 ms for a lock). It takes any free seat of a flight not yet departed
 // that no one has locked, and reports false when it could not reach the
@@ -33,10 +35,12 @@ func Warm(ctx context.Context, c *pgx.Conn, now time.Time) bool {
 			return false
 		}
 		r.Seats = []string{seat}
-		// A hold limit, so that its part of the path runs too (customer 0
-		// has no bookings).
-		results, err := holdBatch(ctx, tx, r.FlightID, []*call{{Ctx: ctx, Req: r}}, now, time.Minute,
-			booking.HoldLimit{N: 1, Window: time.Minute}, false)
-		return err == nil && len(results) == 1 && results[0].err == nil
+		return idempotency.Warm(ctx, tx, now, func(ctx context.Context) bool {
+			// A hold limit, so that its part of the path runs too (customer 0
+			// has no bookings).
+			results, err := holdBatch(ctx, tx, r.FlightID, []*call{{Ctx: ctx, Req: r}}, now, time.Minute,
+				booking.HoldLimit{N: 1, Window: time.Minute}, false)
+			return err == nil && len(results) == 1 && results[0].err == nil
+		})
 	})
 }

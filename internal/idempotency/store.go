@@ -78,6 +78,34 @@ func New(b base.Archetype, pool *pgxpool.Pool) *Store {
 // KeyInUse, when it cannot answer from that effect.
 type FromEffect func(ctx context.Context, effect string) (*Answer, error)
 
+// The statements of a request under a key, one constant each so that a
+// warm-up (Warm) runs exactly what requests run.
+const (
+	// claimSQL: the first INSERT wins. A row whose 24 hours are over is
+	// taken over by any request; a row whose owner died (lease over, no
+	// answer) by the same request only.
+	claimSQL = `INSERT INTO idempotency_key AS k
+			(caller_id, idem_key, method, path, request_hash, lease, locked_until, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, gen_random_uuid(), $7, $6, $8)
+		ON CONFLICT (caller_id, idem_key) DO UPDATE SET
+			method = EXCLUDED.method, path = EXCLUDED.path, request_hash = EXCLUDED.request_hash,
+			lease = EXCLUDED.lease, locked_until = EXCLUDED.locked_until,
+			response_status = NULL, response_headers = NULL, response_body = NULL, effect = NULL,
+			created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+		WHERE k.expires_at <= $6
+		   OR (k.response_status IS NULL AND k.locked_until <= $6 AND k.effect IS NULL
+		       AND k.method = EXCLUDED.method AND k.path = EXCLUDED.path AND k.request_hash = EXCLUDED.request_hash)
+		RETURNING lease::text`
+	// readSQL reads a key its request could not claim.
+	readSQL = `SELECT method, path, request_hash, response_status, response_headers, response_body,
+			effect, locked_until
+		FROM idempotency_key WHERE caller_id = $1 AND idem_key = $2`
+	// answerSQL stores the answer of the request holding the lease.
+	answerSQL = `UPDATE idempotency_key
+		SET response_status = $4, response_headers = $5, response_body = $6, lease = NULL, locked_until = NULL
+		WHERE caller_id = $1 AND idem_key = $2 AND lease = $3`
+)
+
 // Claim makes this request the owner of its key and returns its lease,
 // or returns the stored answer to replay, or a fault: 422 for a different
 // request under the key, 409 while its first request runs. A key whose
@@ -90,22 +118,7 @@ func (s *Store) Claim(ctx context.Context, q Request, fromEffect FromEffect) (st
 	for range 3 {
 		now := s.clock.Now()
 		var lease string
-		// The first INSERT wins. A row whose 24 hours are over is taken over
-		// by any request; a row whose owner died (lease over, no answer) by
-		// the same request only.
-		err := s.pool.QueryRow(ctx, `INSERT INTO idempotency_key AS k
-				(caller_id, idem_key, method, path, request_hash, lease, locked_until, created_at, expires_at)
-			VALUES ($1, $2, $3, $4, $5, gen_random_uuid(), $7, $6, $8)
-			ON CONFLICT (caller_id, idem_key) DO UPDATE SET
-				method = EXCLUDED.method, path = EXCLUDED.path, request_hash = EXCLUDED.request_hash,
-				lease = EXCLUDED.lease, locked_until = EXCLUDED.locked_until,
-				response_status = NULL, response_headers = NULL, response_body = NULL, effect = NULL,
-				created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-			WHERE k.expires_at <= $6
-			   OR (k.response_status IS NULL AND k.locked_until <= $6 AND k.effect IS NULL
-			       AND k.method = EXCLUDED.method AND k.path = EXCLUDED.path AND k.request_hash = EXCLUDED.request_hash)
-			RETURNING lease::text`,
-			q.Caller, q.Key, q.Method, q.Path, q.Hash, now, now.Add(Lease), now.Add(TTL)).Scan(&lease)
+		err := s.pool.QueryRow(ctx, claimSQL, q.Caller, q.Key, q.Method, q.Path, q.Hash, now, now.Add(Lease), now.Add(TTL)).Scan(&lease)
 		if err == nil {
 			return lease, nil, nil
 		}
@@ -121,9 +134,7 @@ func (s *Store) Claim(ctx context.Context, q Request, fromEffect FromEffect) (st
 			effect       *string
 			lockedUntil  *time.Time
 		)
-		err = s.pool.QueryRow(ctx, `SELECT method, path, request_hash, response_status, response_headers, response_body,
-				effect, locked_until
-			FROM idempotency_key WHERE caller_id = $1 AND idem_key = $2`, q.Caller, q.Key).
+		err = s.pool.QueryRow(ctx, readSQL, q.Caller, q.Key).
 			Scan(&method, &path, &hash, &status, &headers, &body, &effect, &lockedUntil)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
@@ -245,10 +256,7 @@ func (s *Store) settleLater(q Request, lease string, a *Answer, headers []byte) 
 
 func (s *Store) settleOnce(ctx context.Context, q Request, lease string, a *Answer, headers []byte) error {
 	if a != nil {
-		_, err := s.pool.Exec(ctx, `UPDATE idempotency_key
-			SET response_status = $4, response_headers = $5, response_body = $6, lease = NULL, locked_until = NULL
-			WHERE caller_id = $1 AND idem_key = $2 AND lease = $3`,
-			q.Caller, q.Key, lease, a.Status, headers, a.Body)
+		_, err := s.pool.Exec(ctx, answerSQL, q.Caller, q.Key, lease, a.Status, headers, a.Body)
 		return err
 	}
 	_, err := s.pool.Exec(ctx, `WITH released AS (

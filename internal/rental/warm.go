@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/idempotency"
 	"berth.dev/berth/internal/pg"
 )
 
@@ -27,8 +28,9 @@ func WarmSearch(ctx context.Context, c *pgx.Conn, now time.Time) bool {
 const warmAhead = 5 * 366 * 24 * time.Hour
 
 // WarmHold runs the car hold path once on a new connection, as pg.Warmer
-// asks: one hold, exactly as a customer's would be sent (hold_car with the
-// hold limit on, PL/pgSQL's compilation of it and the plans of its
+// asks: one hold, exactly as a customer's would be sent under an
+// Idempotency-Key (idempotency.Warm: the key's claim, read and answer
+// around it; hold_car with the hold limit on and the key's effect, PL/pgSQL's compilation of it and the plans of its
 // statements, the foreign-key and constraint checks its writes fire, and
 // pgx's prepared statement), in a transaction that is rolled back
 // (pg.RolledBack: nothing of it outlives the call, and it waits at most
@@ -43,9 +45,11 @@ func WarmHold(ctx context.Context, c *pgx.Conn, now time.Time) bool {
 			return false
 		}
 		from := now.Add(warmAhead).Truncate(time.Hour)
-		// Customer 0 has no bookings, so the hold limit lets the hold through.
-		cl := &call{Ctx: ctx, Req: HoldRequest{CarID: carID, From: from, To: from.Add(24 * time.Hour)}}
-		_, err := holdBatch(ctx, tx, carID, []*call{cl}, now, time.Minute, booking.HoldLimit{N: 1, Window: time.Minute})
-		return err == nil && cl.Err == nil
+		return idempotency.Warm(ctx, tx, now, func(ctx context.Context) bool {
+			// Customer 0 has no bookings, so the hold limit lets the hold through.
+			cl := &call{Ctx: ctx, Req: HoldRequest{CarID: carID, From: from, To: from.Add(24 * time.Hour)}}
+			_, err := holdBatch(ctx, tx, carID, []*call{cl}, now, time.Minute, booking.HoldLimit{N: 1, Window: time.Minute})
+			return err == nil && cl.Err == nil
+		})
 	})
 }
