@@ -131,48 +131,69 @@ func (s *Store) Claim(ctx context.Context, q Request, fromEffect FromEffect) (st
 	// without a final answer): then try again, a bounded number of times.
 	for range 3 {
 		now := s.clock.Now()
-		var lease string
-		err := s.pool.QueryRow(ctx, claimSQL, q.Caller, q.Key, q.Method, q.Path, q.Hash, now, now.Add(Lease), now.Add(TTL)).Scan(&lease)
+		lease, err := claimKey(ctx, s.pool, q, now)
 		if err == nil {
 			return lease, nil, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return "", nil, fmt.Errorf("claim idempotency key: %w", err)
 		}
-		var (
-			method, path string
-			hash         []byte
-			status       *int
-			headers      map[string]string
-			body         []byte
-			effect       *string
-			lockedUntil  *time.Time
-		)
-		err = s.pool.QueryRow(ctx, readSQL, q.Caller, q.Key).
-			Scan(&method, &path, &hash, &status, &headers, &body, &effect, &lockedUntil)
+		k, err := readKey(ctx, s.pool, q)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return "", nil, fmt.Errorf("read idempotency key: %w", err)
 		}
-		if method != q.Method || path != q.Path || !bytes.Equal(hash, q.Hash) {
+		if k.method != q.Method || k.path != q.Path || !bytes.Equal(k.hash, q.Hash) {
 			return "", nil, fault.New(fault.IdempotencyKeyReused,
-				"this Idempotency-Key was used for a different request (%s %s or another body)", method, path)
+				"this Idempotency-Key was used for a different request (%s %s or another body)", k.method, k.path)
 		}
-		if status == nil && effect != nil && lockedUntil != nil && !lockedUntil.After(now) {
-			a, err := s.answerFromEffect(ctx, q, *effect, fromEffect)
+		if k.status == nil && k.effect != nil && k.lockedUntil != nil && !k.lockedUntil.After(now) {
+			a, err := s.answerFromEffect(ctx, q, *k.effect, fromEffect)
 			if err != nil {
 				return "", nil, err
 			}
 			return "", a, nil
 		}
-		if status == nil {
+		if k.status == nil {
 			return "", nil, KeyInUse()
 		}
-		return "", &Answer{Status: *status, Headers: headers, Body: body}, nil
+		return "", &Answer{Status: *k.status, Headers: k.headers, Body: k.body}, nil
 	}
 	return "", nil, KeyInUse()
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}
+
+// claimKey claims q's key at now (claimSQL) and returns the lease; a key
+// it could not claim is pgx.ErrNoRows.
+func claimKey(ctx context.Context, db querier, q Request, now time.Time) (string, error) {
+	var lease string
+	err := db.QueryRow(ctx, claimSQL, q.Caller, q.Key, q.Method, q.Path, q.Hash, now, now.Add(Lease), now.Add(TTL)).Scan(&lease)
+	return lease, err
+}
+
+// keyRow is a key's row as readSQL reads it.
+type keyRow struct {
+	method, path string
+	hash         []byte
+	status       *int
+	headers      map[string]string
+	body         []byte
+	effect       *string
+	lockedUntil  *time.Time
+}
+
+// readKey reads q's key (readSQL) with db, a pool or a transaction.
+func readKey(ctx context.Context, db querier, q Request) (keyRow, error) {
+	var k keyRow
+	err := db.QueryRow(ctx, readSQL, q.Caller, q.Key).
+		Scan(&k.method, &k.path, &k.hash, &k.status, &k.headers, &k.body, &k.effect, &k.lockedUntil)
+	return k, err
 }
 
 // answerFromEffect makes the answer of a key whose request committed effect

@@ -29,25 +29,14 @@ func Warm(ctx context.Context, tx pgx.Tx, now time.Time, hold func(ctx context.C
 	// A key of its own, so that warm-ups of several connections or
 	// processes never wait for one another on the key's index.
 	q := NewRequest(warmCaller, "warm-up "+rand.Text(), http.MethodPost, "/bookings", nil)
-	var lease string
-	if err := tx.QueryRow(ctx, claimSQL, q.Caller, q.Key, q.Method, q.Path, q.Hash, now,
-		now.Add(Lease), now.Add(TTL)).Scan(&lease); err != nil {
+	lease, err := claimKey(ctx, tx, q, now)
+	if err != nil {
 		return false
 	}
 	if !hold(pg.WithKeyClaim(ctx, pg.KeyClaim{CallerID: q.Caller, Key: q.Key, Lease: lease})) {
 		return false
 	}
-	var (
-		method, path string
-		hash         []byte
-		status       *int
-		headers      map[string]string
-		body         []byte
-		effect       *string
-		lockedUntil  *time.Time
-	)
-	if err := tx.QueryRow(ctx, readSQL, q.Caller, q.Key).
-		Scan(&method, &path, &hash, &status, &headers, &body, &effect, &lockedUntil); err != nil || effect == nil {
+	if k, err := readKey(ctx, tx, q); err != nil || k.effect == nil {
 		return false
 	}
 	tag, err := tx.Exec(ctx, answerSQL, q.Caller, q.Key, lease, http.StatusCreated, []byte(`{}`), []byte(`{}`))
