@@ -144,7 +144,8 @@ func carPageOf(q url.Values) (limit int, after int64, err error) {
 func (s *Server) writeCars(w http.ResponseWriter, r *http.Request, res *rental.SearchResult, host bool) {
 	if !host {
 		bp := pageBufs.Get().(*[]byte)
-		b := append((*bp)[:0], `{"cars":[`...)
+		b := (*bp)[:0]
+		b = append(b, `{"cars":[`...)
 		for i, c := range res.Cars {
 			if i > 0 {
 				b = append(b, ',')
