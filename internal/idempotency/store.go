@@ -85,14 +85,14 @@ type FromEffect func(ctx context.Context, effect string) (*Answer, error)
 // to reach the disk (synchronous_commit off, for their own transaction
 // only: set_config's third argument). Neither needs to: the log is written
 // in order, so the request's effect, whose transaction does wait, makes
-// the claim before it durable too (on a synchronous replica as well);
-// and an answer lost in a crash of PostgreSQL or a failover (within a
-// fraction of a second of its commit) leaves the key
-// as an answer that could not be stored does (Settle): a key whose effect
-// committed is answered from that effect, and one without an effect runs
-// again. It saves every request with a key two waits for the disk, which
-// all commits queue for: with pgbench, 8 clients each claiming and
-// answering keys, 49–77 % more of them a second (docs/surge.md).
+// the claim before it durable too (on a synchronous replica as well); and
+// an answer lost in a crash of PostgreSQL or a failover (within a fraction
+// of a second of its commit) leaves the key as an answer that could not be
+// stored does (Settle): a key whose effect committed is answered from that
+// effect, and one without an effect runs again. It saves every request
+// with a key two waits for the disk, which all commits queue for: with
+// pgbench, 8 clients each claiming and answering keys, 49–77 % more of
+// them a second (docs/surge.md).
 const (
 	// claimSQL: the first INSERT wins. A row whose 24 hours are over is
 	// taken over by any request; a row whose owner died (lease over, no
