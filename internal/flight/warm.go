@@ -17,11 +17,11 @@ import (
 // answer around it; hold_flight, its statements, the key's effect and the
 // foreign-key checks its writes fire, and pgx's prepared statements), in
 // a transaction that is rolled back (pg.RolledBack: nothing of it
-// outlives the call, and it waits at most 100 ms for a lock). It takes any free seat of a flight not yet departed
-// that no one has locked, and reports false when it could not reach the
-// writes: no seat to take yet, a lock it would wait for, an error. Called
-// on an unmigrated database it does nothing and reports false. now is the
-// server's clock.
+// outlives the call, and it waits at most 100 ms for a lock). It takes any
+// free seat of a flight not yet departed that no one has locked, and
+// reports false when it could not reach the writes: no seat to take yet,
+// a lock it would wait for, an error. Called on an unmigrated database it
+// does nothing and reports false. now is the server's clock.
 func Warm(ctx context.Context, c *pgx.Conn, now time.Time) bool {
 	return pg.RolledBack(ctx, c, func(tx pgx.Tx) bool {
 		var r HoldRequest

@@ -20,7 +20,7 @@ const warmCaller = 0
 // hold's transaction records its effect under the key, as a customer's
 // does), reads the key back as a retry's Claim does and stores an answer
 // as Settle does. Every request with a key runs these, and a backend's
-// first claim costs about five times its next (docs/surge.md).
+// first claim (9–10 ms) costs about ten times its next (docs/surge.md).
 //
 // tx must be one that is rolled back (pg.RolledBack): nothing of it
 // outlives the call. Warm reports whether hold succeeded and recorded its
