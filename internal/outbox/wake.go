@@ -78,15 +78,36 @@ func (w *CommitWaker) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.Trac
 	}
 }
 
-// TraceBatchStart does nothing.
-func (w *CommitWaker) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+type batchKey struct{}
+
+// TraceBatchStart notes a batch sent outside a transaction: it commits by
+// itself, at its end (an implicit transaction).
+func (w *CommitWaker) TraceBatchStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	if conn.PgConn().TxStatus() == 'I' {
+		return context.WithValue(ctx, batchKey{}, new(atomic.Bool))
+	}
 	return ctx
 }
 
-// TraceBatchQuery notes outbox inserts sent in a pipeline.
-func (w *CommitWaker) TraceBatchQuery(_ context.Context, conn *pgx.Conn, d pgx.TraceBatchQueryData) {
-	w.saw(conn, strings.ToLower(d.SQL))
+// TraceBatchQuery notes outbox inserts sent in a pipeline: of the batch
+// when it commits by itself, else of the open transaction.
+func (w *CommitWaker) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchQueryData) {
+	sql := strings.ToLower(d.SQL)
+	if wrote, ok := ctx.Value(batchKey{}).(*atomic.Bool); ok {
+		if writes(sql) {
+			wrote.Store(true)
+		}
+		return
+	}
+	w.saw(conn, sql)
 }
 
-// TraceBatchEnd does nothing.
-func (w *CommitWaker) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+// TraceBatchEnd wakes after a batch that committed by itself, having
+// written events, succeeded.
+func (w *CommitWaker) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchEndData) {
+	if wrote, ok := ctx.Value(batchKey{}).(*atomic.Bool); ok && wrote.Load() && d.Err == nil {
+		if f := w.wake.Load(); f != nil {
+			(*f)()
+		}
+	}
+}

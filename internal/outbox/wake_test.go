@@ -98,6 +98,24 @@ func TestLocalCommitsWakeWithoutNotify(t *testing.T) {
 	if _, err := local.Exec(ctx, outbox.WritesMark+`SELECT write_event(NULL)`); err == nil {
 		t.Fatal("an event without a time was stored")
 	}
+	// A batch sent outside a transaction commits by itself, at its end.
+	pipelined := func(at any) error {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT 1`)
+		b.Queue(outbox.WritesMark+`SELECT write_event($1)`, at)
+		return local.SendBatch(ctx, b).Close()
+	}
+	if err := pipelined(epoch); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a batch writing events outside a transaction did not wake the relays")
+	}
+	if err := pipelined(nil); err == nil {
+		t.Fatal("an event without a time was stored")
+	}
 	// No events, or rolled back, or failed: nothing.
 	if err := pg.InTx(ctx, local, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, "SELECT 1"); return err }); err != nil {
 		t.Fatal(err)
@@ -114,7 +132,7 @@ func TestLocalCommitsWakeWithoutNotify(t *testing.T) {
 	}
 	select {
 	case <-woken:
-		t.Error("a commit without events, a rollback or a failed statement woke the relays")
+		t.Error("a commit without events, a rollback or a failed statement or batch woke the relays")
 	case <-time.After(200 * time.Millisecond):
 	}
 	// Another process's session notifies.
