@@ -1,11 +1,15 @@
 package booking
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"berth.dev/berth/internal/idempotency"
 	"berth.dev/berth/internal/outbox"
+	"berth.dev/berth/internal/pg"
 )
 
 // Answer is one row of what a hold function of the database (hold_flight,
@@ -29,6 +33,77 @@ func HoldStatement(call string) string {
 	FROM ` + call + ` AS h
 	CROSS JOIN LATERAL (SELECT (h.o_booking).*) AS x
 	ORDER BY h.o_ord`
+}
+
+// Batcher is a pool, a connection or a transaction: a Querier that also
+// sends batches.
+type Batcher interface {
+	Querier
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// KeyArgs returns the Idempotency-Key arguments of a hold function for
+// requests under claims (the zero KeyClaim for a request without a key):
+// their callers, keys and leases, NULL for a request without one.
+func KeyArgs(claims []pg.KeyClaim) (callers []*int64, keys, leases []*string) {
+	callers, keys, leases = make([]*int64, len(claims)), make([]*string, len(claims)), make([]*string, len(claims))
+	for i := range claims {
+		if c := &claims[i]; c.Key != "" {
+			callers[i], keys[i], leases[i] = &c.CallerID, &c.Key, &c.Lease
+		}
+	}
+	return callers, keys, leases
+}
+
+// QueryHold sends sql, a HoldStatement, with args, for requests under
+// claims (KeyArgs), at now, and returns its answers to the requests in
+// order and the rest (Requests). A request's answer with code "key_in_use"
+// is one whose key it does not hold (pg.KeyClaim.Lost).
+//
+// The pending keys among claims are claimed in the same round trip and
+// implicit transaction, just before the hold (idempotency.QueueClaims): a
+// hold under a new key makes one round trip and one commit for both. A
+// returned error means nothing was written.
+func QueryHold(ctx context.Context, db Batcher, now time.Time, claims []pg.KeyClaim, sql string, args ...any) (requests, others []Answer, err error) {
+	b := &pgx.Batch{}
+	idempotency.QueueClaims(b, claims, now)
+	var answers []Answer
+	if b.Len() == 0 {
+		rows, err := db.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, nil, err
+		}
+		answers, err = ScanAnswers(rows)
+		if err != nil {
+			return nil, nil, err
+		}
+	} else {
+		b.Queue(sql, args...)
+		if answers, err = sendHold(ctx, db, b); err != nil {
+			return nil, nil, err
+		}
+	}
+	return Requests(answers, len(claims))
+}
+
+// sendHold sends b, the claims and then a hold, and returns the hold's
+// answers once the batch has committed (or, in a transaction, run).
+func sendHold(ctx context.Context, db Batcher, b *pgx.Batch) ([]Answer, error) {
+	br := db.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	answers, err := ScanAnswers(rows)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return answers, err
 }
 
 // ScanAnswers reads the rows of a HoldStatement and closes them.

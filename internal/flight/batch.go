@@ -44,21 +44,20 @@ var holdSQL = booking.HoldStatement(`hold_flight($1, $2, $3, $4, $5, $6, $7, $8,
 
 // holdBatch holds validated requests for one flight, each all or nothing,
 // in the order given, and returns one result per request. It is one
-// statement sent on its own: one round trip and one commit (autocommit),
-// with every rule decided by PostgreSQL. A request whose context carries
-// an Idempotency-Key claim records its effect with its booking. A returned
+// statement sent on its own, after the claims of pending Idempotency-Keys
+// if any (booking.QueryHold): one round trip and one commit, with every
+// rule decided by PostgreSQL. A request whose context carries an
+// Idempotency-Key claim records its effect with its booking. A returned
 // error means nothing of the batch was written; pg.State(err) is
 // bucketsMoved when the call should be made again with lockFirst.
-func holdBatch(ctx context.Context, db booking.Querier, flightID int64, reqs []*call, now time.Time, ttl time.Duration, limit booking.HoldLimit, lockFirst bool) ([]result, error) {
+func holdBatch(ctx context.Context, db booking.Batcher, flightID int64, reqs []*call, now time.Time, ttl time.Duration, limit booking.HoldLimit, lockFirst bool) ([]result, error) {
 	n := len(reqs)
 	var (
 		customers = make([]int64, n)
 		classes   = make([]string, n)
 		seats     = make([]*string, n)
 		units     = make([]int32, n)
-		callers   = make([]*int64, n)
-		keys      = make([]*string, n)
-		leases    = make([]*string, n)
+		claims    = make([]pg.KeyClaim, n)
 	)
 	for i, cl := range reqs {
 		r := cl.Req
@@ -67,28 +66,24 @@ func holdBatch(ctx context.Context, db booking.Querier, flightID int64, reqs []*
 			joined := strings.Join(r.Seats, ",")
 			seats[i] = &joined
 		}
-		if c, ok := pg.KeyClaimOf(cl.Ctx); ok {
-			callers[i], keys[i], leases[i] = &c.CallerID, &c.Key, &c.Lease
-		}
+		claims[i], _ = pg.KeyClaimOf(cl.Ctx)
 	}
+	callers, keys, leases := booking.KeyArgs(claims)
 	maxHolds, window := limit.Args()
-	rows, err := db.Query(ctx, holdSQL, flightID, now, pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true},
+	answers, _, err := booking.QueryHold(ctx, db, now, claims, holdSQL, flightID, now,
+		pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true},
 		customers, classes, seats, units, callers, keys, leases, lockFirst, maxHolds, window)
-	if err != nil {
-		return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
-	}
-	answers, err := booking.ScanAnswers(rows)
-	if err == nil {
-		answers, _, err = booking.Requests(answers, n)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("hold on flight %d: %w", flightID, err)
 	}
 	results := make([]result, n)
 	for i, a := range answers {
-		if a.Code != "" {
+		switch {
+		case a.Code == "key_in_use":
+			results[i].err = claims[i].Lost()
+		case a.Code != "":
 			results[i].err = holdError(reqs[i].Req, limit, a.Code, a.Detail)
-		} else {
+		default:
 			results[i].b = a.Booking
 		}
 	}
@@ -115,8 +110,6 @@ func holdError(r HoldRequest, limit booking.HoldLimit, code, detail string) erro
 		return seatsTaken(r)
 	case "sold_out":
 		return soldOut(r.FlightID, r.FareClass, r.Units())
-	case "key_in_use":
-		return pg.KeyTakenOver()
 	case "hold_limit":
 		return limit.Refused(detail)
 	}

@@ -3,9 +3,11 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
@@ -36,7 +38,11 @@ var replayedHeaders = []string{"Content-Type", "Location", "Cache-Control"}
 //   - a different method, path or body gets 422 idempotency_key_reused.
 //
 // Keys belong to the caller: another caller's identical key is another key.
-func (s *Server) idempotent(mode Idempotency, h handlerFunc) handlerFunc {
+//
+// With inEffect (a route whose only effect is a hold sent through
+// booking.QueryHold), the key is claimed by the hold itself, in its round
+// trip and commit (runPending), instead of before h runs (runClaimed).
+func (s *Server) idempotent(mode Idempotency, inEffect bool, h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 		values := r.Header.Values(idempotencyHeader)
 		if len(values) == 0 {
@@ -52,54 +58,108 @@ func (s *Server) idempotent(mode Idempotency, h handlerFunc) handlerFunc {
 		if err != nil {
 			return decodeError(err)
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		q := idempotency.NewRequest(c.ID, values[0], r.Method, r.URL.Path, body)
+		if inEffect {
+			return s.runPending(w, r, c, q, body, h)
+		}
+		return s.runClaimed(w, r, c, q, body, h)
+	}
+}
 
-		lease, stored, err := s.Keys.Claim(r.Context(), q, s.answerFromEffect(q, c))
-		if err != nil {
-			return err
-		}
-		if stored != nil {
-			writeAnswer(w, stored, true)
-			return nil
-		}
-		// This request owns the key. It runs to the end even if the client
-		// goes away, so that the retry finds its answer, within its lease
-		// and within the request's own deadline (its lane's "in all"
-		// bound), which a client leaving does not lift.
-		// Its transactions record what they made under the key
-		// (pg.QueueEffect), so that a key whose effect committed is never
-		// run again, even if its answer below is lost.
-		by, _ := r.Context().Deadline()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), idempotency.WorkTime)
-		defer cancel()
-		if !by.IsZero() {
-			var cancelBy context.CancelFunc
-			ctx, cancelBy = context.WithDeadline(ctx, by)
-			defer cancelBy()
-		}
-		ctx = pg.WithKeyClaim(ctx, pg.KeyClaim{CallerID: q.Caller, Key: q.Key, Lease: lease})
-		r = r.WithContext(ctx)
-		buf := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
-		done := false
-		defer func() {
-			if !done { // h panicked: free the key for a retry
-				s.Keys.Settle(q, lease, nil, by)
-			}
-		}()
-		if err := h(buf, r, c); err != nil {
-			s.writeError(buf, r, err)
-		}
-		done = true
-		answer := buf.answer()
-		if !finalStatus(answer.Status) {
-			s.Keys.Settle(q, lease, nil, by)
-		} else {
-			s.Keys.Settle(q, lease, &answer, by)
-		}
-		writeAnswer(w, &answer, false)
+// runClaimed claims q's key, then runs h as its owner (or replays the
+// stored answer, or refuses), and stores h's answer or releases the key.
+func (s *Server) runClaimed(w http.ResponseWriter, r *http.Request, c auth.Caller, q idempotency.Request, body []byte, h handlerFunc) error {
+	lease, stored, err := s.Keys.Claim(r.Context(), q, s.answerFromEffect(q, c))
+	if err != nil {
+		return err
+	}
+	if stored != nil {
+		writeAnswer(w, stored, true)
 		return nil
 	}
+	claim := pg.KeyClaim{CallerID: q.Caller, Key: q.Key, Lease: lease}
+	answer, by, _ := s.runUnder(r, c, body, claim, h, func(by time.Time) { s.Keys.Settle(q, lease, nil, by) })
+	if !finalStatus(answer.Status) {
+		s.Keys.Settle(q, lease, nil, by)
+	} else {
+		s.Keys.Settle(q, lease, &answer, by)
+	}
+	writeAnswer(w, &answer, false)
+	return nil
+}
+
+// runPending runs h under q's key before claiming it: the hold h sends
+// claims it in its own transaction (idempotency.QueueClaims), so that a
+// hold under a new key, the usual case, costs one round trip and one
+// commit for both, and one more for its answer. Where the key turns out to
+// be another request's (the hold found it claimed, or storing an answer
+// found it taken), the request made nothing, and it is run again as one
+// under a claimed key (runClaimed): replayed, refused with 409 or 422, or
+// run. A non-final answer before any claim was sent is checked against the
+// key, so that a retry of an answered request gets its answer rather than
+// the 429 of, say, a spent admission; except a 503: a shed request costs
+// the database nothing, and its retry gets the answer later.
+func (s *Server) runPending(w http.ResponseWriter, r *http.Request, c auth.Caller, q idempotency.Request, body []byte, h handlerFunc) error {
+	claim := idempotency.Pending(q)
+	release := func(by time.Time) {
+		if claim.Pending.Sent() {
+			s.Keys.Settle(q, claim.Lease, nil, by)
+		}
+	}
+	answer, by, err := s.runUnder(r, c, body, claim, h, release)
+	switch {
+	case errors.Is(err, pg.ErrKeyClaimed):
+	case finalStatus(answer.Status):
+		if s.Keys.AnswerPending(q, claim, &answer, by) {
+			writeAnswer(w, &answer, false)
+			return nil
+		}
+	case claim.Pending.Sent() || answer.Status == http.StatusServiceUnavailable:
+		release(by)
+		writeAnswer(w, &answer, false)
+		return nil
+	default:
+		if taken, err := s.Keys.Exists(r.Context(), q); err != nil || !taken {
+			writeAnswer(w, &answer, false)
+			return nil
+		}
+	}
+	return s.runClaimed(w, r, c, q, body, h)
+}
+
+// runUnder runs h on r with body under claim, and returns its answer, the
+// request's deadline (zero: none) and h's error (already in the answer).
+// The request runs to the end even if the client goes away, so that the
+// retry finds its answer, within its lease and within the request's own
+// deadline (its lane's "in all" bound), which a client leaving does not
+// lift. Its transactions record what they made under the key
+// (pg.KeyClaimOf), so that a key whose effect committed is never run
+// again, even if its answer is lost. If h panics, release is called before
+// the panic goes on.
+func (s *Server) runUnder(r *http.Request, c auth.Caller, body []byte, claim pg.KeyClaim, h handlerFunc, release func(by time.Time)) (idempotency.Answer, time.Time, error) {
+	by, _ := r.Context().Deadline()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), idempotency.WorkTime)
+	defer cancel()
+	if !by.IsZero() {
+		var cancelBy context.CancelFunc
+		ctx, cancelBy = context.WithDeadline(ctx, by)
+		defer cancelBy()
+	}
+	r = r.WithContext(pg.WithKeyClaim(ctx, claim))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	buf := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
+	done := false
+	defer func() {
+		if !done { // h panicked: free the key for a retry
+			release(by)
+		}
+	}()
+	err := h(buf, r, c)
+	if err != nil {
+		s.writeError(buf, r, err)
+	}
+	done = true
+	return buf.answer(), by, err
 }
 
 // validKey reports whether k is 1–255 printable ASCII characters.

@@ -22,6 +22,7 @@ import (
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guard"
 	"berth.dev/berth/internal/idempotency"
+	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/pg/pgtest"
 )
 
@@ -39,24 +40,42 @@ type keyBundle struct {
 
 var testSecret = []byte("idempotency-test-secret-0123")
 
-func setupKeys(t *testing.T) *keyBundle {
+// setupKeys sets up a keyBundle whose route claims its key before its
+// handler runs (runClaimed), or, pending, after (runPending: as if the
+// handler's effect claimed it; the scripted handler makes none).
+func setupKeys(t *testing.T, pending bool) *keyBundle {
 	t.Helper()
 	b := &keyBundle{clock: clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))}
 	pool := pgtest.NewPool(t)
 	b.keys = idempotency.New(base.Test(b.clock), pool)
 	b.srv = New(Deps{Log: slog.New(slog.DiscardHandler), Clock: b.clock, Pool: pool, Keys: b.keys,
 		AuthSecret: testSecret, Registry: prometheus.NewRegistry()})
-	b.srv.handle(route("POST /t", roles(auth.Customer), guard.LaneOther, KeyOptional, func(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
+	e := route("POST /t", roles(auth.Customer), guard.LaneOther, KeyOptional, func(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 		n := b.runs.Add(1)
 		if _, err := io.ReadAll(r.Body); err != nil {
 			return err
 		}
 		return b.answer(n, w, r)
-	}))
+	})
+	if pending {
+		e = e.claimsKeyInHold()
+	}
+	b.srv.handle(e)
 	hs := httptest.NewServer(b.srv)
 	t.Cleanup(hs.Close)
 	b.url = hs.URL
 	return b
+}
+
+// bothWays runs test with a route that claims its key before running, and
+// with one whose effect claims it (pending).
+func bothWays(t *testing.T, test func(t *testing.T, pending bool)) {
+	for _, pending := range []bool{false, true} {
+		t.Run(map[bool]string{false: "claimed", true: "pending"}[pending], func(t *testing.T) {
+			t.Parallel()
+			test(t, pending)
+		})
+	}
 }
 
 // answer is a response, fully read.
@@ -101,7 +120,11 @@ func created(n int64, w http.ResponseWriter, _ *http.Request) error {
 // with the same key runs again. The final one is then stored and replayed.
 func TestKeyNotFinalAnswersAreNotStored(t *testing.T) {
 	t.Parallel()
-	b := setupKeys(t)
+	bothWays(t, keyNotFinalAnswersAreNotStored)
+}
+
+func keyNotFinalAnswersAreNotStored(t *testing.T, pending bool) {
+	b := setupKeys(t, pending)
 	b.answer = func(n int64, w http.ResponseWriter, r *http.Request) error {
 		switch n {
 		case 1:
@@ -124,15 +147,21 @@ func TestKeyNotFinalAnswersAreNotStored(t *testing.T) {
 				resp.Header.Get("Idempotent-Replayed"))
 		}
 	}
-	if n := b.runs.Load(); n != 4 {
-		t.Errorf("handler ran %d times, want 4", n)
+	// Pending, the handler runs for the replay too: a real hold would have
+	// found its key claimed, and made nothing.
+	if n, want := b.runs.Load(), map[bool]int64{false: 4, true: 5}[pending]; n != want {
+		t.Errorf("handler ran %d times, want %d", n, want)
 	}
 }
 
 // A final error (4xx) is the answer, stored and replayed like a success.
 func TestKeyFinalErrorIsReplayed(t *testing.T) {
 	t.Parallel()
-	b := setupKeys(t)
+	bothWays(t, keyFinalErrorIsReplayed)
+}
+
+func keyFinalErrorIsReplayed(t *testing.T, pending bool) {
+	b := setupKeys(t, pending)
 	b.answer = func(n int64, w http.ResponseWriter, r *http.Request) error {
 		if n == 1 {
 			return fault.New(fault.SeatUnavailable, "taken")
@@ -146,17 +175,20 @@ func TestKeyFinalErrorIsReplayed(t *testing.T) {
 			t.Fatalf("%d %s (%s), want the 409 seat_unavailable replayed", resp.StatusCode, body, resp.Header.Get("Content-Type"))
 		}
 	}
-	if n := b.runs.Load(); n != 1 {
-		t.Errorf("handler ran %d times, want 1", n)
+	if n, want := b.runs.Load(), map[bool]int64{false: 1, true: 2}[pending]; n != want {
+		t.Errorf("handler ran %d times, want %d", n, want)
 	}
 }
 
 // While the first request runs, repeats get 409 in use — however many
 // arrive at once, none gets a 500 from the unique index — and afterwards
 // the first answer.
+//
+// Claimed before the handler runs only: a route whose effect claims the key
+// lets repeats run until that effect, where one wins (TestIdempotentHoldConcurrent).
 func TestKeyInUseWhileRunning(t *testing.T) {
 	t.Parallel()
-	b := setupKeys(t)
+	b := setupKeys(t, false)
 	release, arrived := make(chan struct{}), make(chan struct{})
 	b.answer = func(n int64, w http.ResponseWriter, r *http.Request) error {
 		close(arrived)
@@ -199,7 +231,11 @@ func TestKeyInUseWhileRunning(t *testing.T) {
 // Keys end after 24 hours.
 func TestKeyLeaseAndExpiry(t *testing.T) {
 	t.Parallel()
-	b := setupKeys(t)
+	bothWays(t, keyLeaseAndExpiry)
+}
+
+func keyLeaseAndExpiry(t *testing.T, pending bool) {
+	b := setupKeys(t, pending)
 	b.answer = created
 	// What a crashed owner leaves behind: a row without an answer.
 	q := idempotency.NewRequest(1, "crashed", http.MethodPost, "/t", []byte(`{}`))
@@ -241,7 +277,11 @@ func TestKeyLeaseAndExpiry(t *testing.T) {
 // Malformed keys are refused before anything runs.
 func TestKeyFormat(t *testing.T) {
 	t.Parallel()
-	b := setupKeys(t)
+	bothWays(t, keyFormat)
+}
+
+func keyFormat(t *testing.T, pending bool) {
+	b := setupKeys(t, pending)
 	b.answer = created
 	for _, key := range []string{strings.Repeat("k", 256), "tab\there", "ünïcode"} {
 		resp, body := b.post(t, 1, key, `{}`)
@@ -263,9 +303,13 @@ func TestKeyFormat(t *testing.T) {
 // is cut there and answered 503, as one without a key would be.
 func TestKeyedRequestKeepsItsDeadline(t *testing.T) {
 	t.Parallel()
-	b := setupKeys(t)
+	bothWays(t, keyedRequestKeepsItsDeadline)
+}
+
+func keyedRequestKeepsItsDeadline(t *testing.T, pending bool) {
+	b := setupKeys(t, pending)
 	var seen atomic.Value
-	h := b.srv.idempotent(KeyOptional, func(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
+	h := b.srv.idempotent(KeyOptional, pending, func(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 		d, _ := r.Context().Deadline()
 		seen.Store(d)
 		w.WriteHeader(http.StatusNoContent)
@@ -290,4 +334,58 @@ func TestKeyedRequestKeepsItsDeadline(t *testing.T) {
 			t.Errorf("key %q: the handler's deadline is %v, want the request's %v", key, d, by)
 		}
 	}
+}
+
+// A route whose effect claims its key runs a repeat before it knows the key
+// is answered. Whatever the repeat's handler then says, other than a 503,
+// the stored answer is what the client gets: a refusal the repeat met
+// before the database (a spent admission's 429, a 409 from the seat gate
+// its own first hold set) is not the request's answer. A 503 is answered
+// as it is: shedding costs the database nothing, and the retry gets the
+// answer later. A handler whose hold found the key claimed
+// (pg.ErrKeyClaimed) made nothing: a new key is then claimed first and the
+// handler run again.
+func TestPendingKeyRepeatGetsTheStoredAnswer(t *testing.T) {
+	t.Parallel()
+	b := setupKeys(t, true)
+	var script sync.Map // run → its answer
+	b.answer = func(n int64, w http.ResponseWriter, r *http.Request) error {
+		if f, ok := script.Load(n); ok {
+			return f.(func() error)()
+		}
+		return created(n, w, r)
+	}
+	say := func(n int64, err error) { script.Store(n, func() error { return err }) }
+	post := func(key string, want int, replayed bool, what string) {
+		t.Helper()
+		resp, body := b.post(t, 1, key, `{}`)
+		if resp.StatusCode != want || (resp.Header.Get("Idempotent-Replayed") == "true") != replayed {
+			t.Errorf("%s: %d %s (replayed %q), want %d replayed %v", what, resp.StatusCode, body,
+				resp.Header.Get("Idempotent-Replayed"), want, replayed)
+		}
+	}
+	post("a", http.StatusCreated, false, "the first request")
+	say(2, &fault.Error{Code: fault.WaitingRoom, Detail: "admission spent", RetryAfter: time.Second})
+	post("a", http.StatusCreated, true, "a repeat refused with 429 before the database")
+	say(3, fault.New(fault.SeatUnavailable, "held by its own first hold"))
+	post("a", http.StatusCreated, true, "a repeat refused with 409 before the database")
+	say(4, fault.New(fault.Overloaded, "shed"))
+	post("a", http.StatusServiceUnavailable, false, "a repeat shed")
+	say(5, pg.ErrKeyClaimed)
+	post("a", http.StatusCreated, true, "a repeat whose hold found the key claimed")
+	if n := b.runs.Load(); n != 5 {
+		t.Errorf("handler ran %d times, want 5", n)
+	}
+
+	// A new key: a 429 before the database is the answer, and stores
+	// nothing; a hold that found the key claimed (by a request since gone)
+	// is run again under the claimed key.
+	say(6, &fault.Error{Code: fault.RateLimited, Detail: "slow down", RetryAfter: time.Second})
+	post("b", http.StatusTooManyRequests, false, "a new key's 429")
+	say(7, pg.ErrKeyClaimed)
+	post("b", http.StatusCreated, false, "a new key whose hold found it claimed")
+	if n := b.runs.Load(); n != 8 {
+		t.Errorf("handler ran %d times, want 8 (run 7 again as run 8)", n)
+	}
+	post("b", http.StatusCreated, true, "its repeat")
 }

@@ -67,6 +67,16 @@ func (r Route) Pattern() string {
 type entry struct {
 	Route
 	h handlerFunc
+	// keyInEffect: the route's only effect is a hold sent through
+	// booking.QueryHold, which claims the Idempotency-Key itself
+	// (Server.runPending).
+	keyInEffect bool
+}
+
+// claimsKeyInHold returns e with keyInEffect set.
+func (e entry) claimsKeyInHold() entry {
+	e.keyInEffect = true
+	return e
 }
 
 // route makes a line of the table from a mux pattern.
@@ -117,7 +127,7 @@ func (s *Server) table() []entry {
 		route("PATCH /admin/flights/{id}/fares/{fareClass}", roles(auth.Admin), other, NoKey, s.patchFare),
 
 		// A flight or a car hold; a car booking requires the key (createCarBooking).
-		route("POST /bookings", roles(auth.Customer), hold, KeyOptional, s.createBooking),
+		route("POST /bookings", roles(auth.Customer), hold, KeyOptional, s.createBooking).claimsKeyInHold(),
 		route("GET /bookings", anyRole, other, NoKey, s.listBookings),
 		route("GET /bookings/{id}", anyRole, other, NoKey, s.getBooking),
 		route("DELETE /bookings/{id}", anyRole, money, NoKey, s.cancelBooking),

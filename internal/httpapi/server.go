@@ -114,7 +114,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, c auth.Caller) err
 func (s *Server) handle(e entry) {
 	who, lane, h := access(e.Roles), e.Lane, e.h
 	if e.Idempotency != NoKey {
-		h = s.idempotent(e.Idempotency, h)
+		h = s.idempotent(e.Idempotency, e.keyInEffect, h)
 	}
 	s.mux.HandleFunc(e.Pattern(), func(w http.ResponseWriter, r *http.Request) {
 		var c auth.Caller

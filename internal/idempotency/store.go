@@ -13,7 +13,9 @@ package idempotency
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +28,7 @@ import (
 	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/pg"
 )
 
 const (
@@ -119,7 +122,122 @@ const (
 		SET response_status = $4, response_headers = $5, response_body = $6, lease = NULL, locked_until = NULL
 		WHERE caller_id = $1 AND idem_key = $2 AND lease = $3
 		  AND set_config('synchronous_commit', 'off', true) IS NOT NULL`
+
+	// claimPendingSQL claims the pending keys of a batch of holds in the
+	// hold's own transaction, just before it (QueueClaims), so it commits
+	// as the hold does (it does not turn synchronous_commit off). The
+	// first INSERT wins; a key already in the table, whatever its state,
+	// is left as it is, and its request is handled as one under a claimed
+	// key (Claim). Keys are inserted in key order, so that two batches
+	// never wait for each other's keys crosswise.
+	claimPendingSQL = `INSERT INTO idempotency_key
+			(caller_id, idem_key, method, path, request_hash, lease, locked_until, created_at, expires_at)
+		SELECT u.caller, u.idem, u.method, u.path, u.hash, u.lease::uuid, $7, $6, $8
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bytea[], $9::text[])
+			AS u(caller, idem, method, path, hash, lease)
+		ORDER BY u.caller, u.idem
+		ON CONFLICT (caller_id, idem_key) DO NOTHING`
+	// answerPendingSQL stores the answer of a request whose key was
+	// pending: on its row if a statement of the request claimed it, else
+	// on a new row (a request answered before it reached the database, or
+	// whose statement was rolled back). It answers false, storing nothing,
+	// when another request has the key.
+	answerPendingSQL = `WITH answered AS (
+			UPDATE idempotency_key
+			SET response_status = $4, response_headers = $5, response_body = $6, lease = NULL, locked_until = NULL
+			WHERE caller_id = $1 AND idem_key = $2 AND lease = $3
+			RETURNING 1),
+		stored AS (
+			INSERT INTO idempotency_key
+				(caller_id, idem_key, method, path, request_hash, response_status, response_headers, response_body,
+				 created_at, expires_at)
+			SELECT $1, $2, $7, $8, $9, $4, $5, $6, $10, $11
+			WHERE NOT EXISTS (SELECT FROM answered)
+			ON CONFLICT (caller_id, idem_key) DO NOTHING
+			RETURNING 1)
+		SELECT EXISTS (SELECT FROM answered) OR EXISTS (SELECT FROM stored)
+		WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL`
 )
+
+// NewLease returns a new lease for a pending claim: a random UUID.
+func NewLease() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])  // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// QueueClaims queues in b the claim of the pending keys among claims at
+// now (claimPendingSQL), and marks them sent. Queued before a hold in the
+// same batch, it runs in the hold's transaction: the hold function finds
+// a key it claimed as it finds one claimed before (Claim), and refuses the
+// request of one it could not claim (pg.KeyClaim.Lost).
+func QueueClaims(b *pgx.Batch, claims []pg.KeyClaim, now time.Time) {
+	var (
+		callers       []int64
+		keys, methods []string
+		paths, leases []string
+		hashes        [][]byte
+	)
+	for _, c := range claims {
+		if p := c.Pending; p != nil {
+			callers, keys, leases = append(callers, c.CallerID), append(keys, c.Key), append(leases, c.Lease)
+			methods, paths, hashes = append(methods, p.Method), append(paths, p.Path), append(hashes, p.Hash)
+			p.MarkSent()
+		}
+	}
+	if len(callers) > 0 {
+		b.Queue(claimPendingSQL, callers, keys, methods, paths, hashes, now, now.Add(Lease), now.Add(TTL), leases)
+	}
+}
+
+// Pending returns the claim of q under a new lease, pending: the statement
+// that makes the request's effect claims the key (QueueClaims).
+func Pending(q Request) pg.KeyClaim {
+	return pg.KeyClaim{CallerID: q.Caller, Key: q.Key, Lease: NewLease(),
+		Pending: &pg.PendingClaim{Method: q.Method, Path: q.Path, Hash: q.Hash}}
+}
+
+// AnswerPending stores answer a of q, whose key c was pending
+// (answerPendingSQL), and reports false when another request has the key:
+// the answer was not stored, and q is to be handled as a request under a
+// claimed key (Claim). It tries once, within settleFirst and by the
+// request's deadline (by; zero: none); when that fails, a key the request
+// may hold is settled in the background (Settle), and one it never sent a
+// claim for is left unclaimed: the request made nothing, and a retry runs
+// it again.
+func (s *Store) AnswerPending(q Request, c pg.KeyClaim, a *Answer, by time.Time) bool {
+	headers, err := json.Marshal(a.Headers)
+	if err != nil {
+		s.log.Error("answer idempotency key", "caller", q.Caller, "path", q.Path, "err", err)
+		return true
+	}
+	ctx, cancel := firstAttempt(by)
+	defer cancel()
+	now := s.clock.Now()
+	var ours bool
+	err = s.pool.QueryRow(ctx, answerPendingSQL, q.Caller, q.Key, c.Lease, a.Status, headers, a.Body,
+		q.Method, q.Path, q.Hash, now, now.Add(TTL)).Scan(&ours)
+	if err == nil {
+		return ours
+	}
+	s.log.Warn("answer idempotency key", "caller", q.Caller, "path", q.Path, "err", err)
+	if c.Pending.Sent() {
+		go s.settleLater(q, c.Lease, a, headers)
+	}
+	return true
+}
+
+// Exists reports whether q's key is in the table, in any state.
+func (s *Store) Exists(ctx context.Context, q Request) (bool, error) {
+	_, err := readKey(ctx, s.pool, q)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
 
 // Claim makes this request the owner of its key and returns its lease,
 // or returns the stored answer to replay, or a fault: 422 for a different
@@ -258,11 +376,7 @@ func (s *Store) Settle(q Request, lease string, a *Answer, by time.Time) {
 			return
 		}
 	}
-	first := time.Now().Add(settleFirst)
-	if !by.IsZero() && by.Before(first) {
-		first = by
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), first)
+	ctx, cancel := firstAttempt(by)
 	err := s.settleOnce(ctx, q, lease, a, headers)
 	cancel()
 	if err == nil {
@@ -270,6 +384,17 @@ func (s *Store) Settle(q Request, lease string, a *Answer, by time.Time) {
 	}
 	s.log.Warn("settle idempotency key: trying again in the background", "caller", q.Caller, "path", q.Path, "err", err)
 	go s.settleLater(q, lease, a, headers)
+}
+
+// firstAttempt is the context of the attempt to store an answer made
+// before the client is answered: within settleFirst, and by the request's
+// deadline (by; zero: none).
+func firstAttempt(by time.Time) (context.Context, context.CancelFunc) {
+	first := time.Now().Add(settleFirst)
+	if !by.IsZero() && by.Before(first) {
+		first = by
+	}
+	return context.WithDeadline(context.Background(), first)
 }
 
 func (s *Store) settleLater(q Request, lease string, a *Answer, headers []byte) {

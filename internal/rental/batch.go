@@ -63,14 +63,15 @@ func (s *Service) holdMany(ctx context.Context, carID int64, calls []*call) erro
 var holdSQL = booking.HoldStatement(`hold_car($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text[]::uuid[], $13, $14)`)
 
 // holdBatch holds the requests of calls for car carID at now (holdSQL): one
-// statement, so one round trip and one commit, whatever the batch's size,
-// with every rule decided by PostgreSQL. It sets each call's answer; a
-// request refused gets fault.ValidationFailed (unknown car),
-// fault.RateLimited, fault.CarUnavailable or fault.IdempotencyKeyInUse. It
+// round trip and one commit, whatever the batch's size, the pending
+// Idempotency-Keys' claims included (booking.QueryHold), with every rule
+// decided by PostgreSQL. It sets each call's answer; a request refused
+// gets fault.ValidationFailed (unknown car), fault.RateLimited,
+// fault.CarUnavailable or the error of a key it does not hold. It
 // returns the stale holds the batch expired, for the caller to tell
 // life.Released once committed. A returned error means nothing was
 // written.
-func holdBatch(ctx context.Context, db booking.Querier, carID int64, calls []*call, now time.Time, ttl time.Duration, limit booking.HoldLimit) ([]*booking.Booking, error) {
+func holdBatch(ctx context.Context, db booking.Batcher, carID int64, calls []*call, now time.Time, ttl time.Duration, limit booking.HoldLimit) ([]*booking.Booking, error) {
 	rule, err := json.Marshal(policy.CarRental)
 	if err != nil {
 		return nil, err
@@ -82,9 +83,7 @@ func holdBatch(ctx context.Context, db booking.Querier, carID int64, calls []*ca
 		tos       = make([]time.Time, n)
 		offsets   = make([]int32, n)
 		days      = make([]int64, n)
-		callers   = make([]*int64, n)
-		keys      = make([]*string, n)
-		leases    = make([]*string, n)
+		claims    = make([]pg.KeyClaim, n)
 	)
 	for i, cl := range calls {
 		r := cl.Req
@@ -92,25 +91,21 @@ func holdBatch(ctx context.Context, db booking.Querier, carID int64, calls []*ca
 		_, off := r.From.Zone()
 		offsets[i] = int32(off)
 		days[i] = rentalDays(r.From, r.To)
-		if c, ok := pg.KeyClaimOf(cl.Ctx); ok {
-			callers[i], keys[i], leases[i] = &c.CallerID, &c.Key, &c.Lease
-		}
+		claims[i], _ = pg.KeyClaimOf(cl.Ctx)
 	}
+	callers, keys, leases := booking.KeyArgs(claims)
 	maxHolds, window := limit.Args()
-	rows, err := db.Query(ctx, holdSQL, carID, now, pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true},
+	answers, others, err := booking.QueryHold(ctx, db, now, claims, holdSQL, carID, now,
+		pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true},
 		customers, froms, tos, offsets, days, rule, callers, keys, leases, maxHolds, window)
 	if err != nil {
 		return nil, err
 	}
-	answers, err := booking.ScanAnswers(rows)
-	if err != nil {
-		return nil, err
-	}
-	answers, others, err := booking.Requests(answers, n)
-	if err != nil {
-		return nil, err
-	}
 	for i, a := range answers {
+		if a.Code == "key_in_use" {
+			calls[i].Err = claims[i].Lost()
+			continue
+		}
 		calls[i].Out, calls[i].Err = a.Booking, holdError(carID, limit, a.Code, a.Detail)
 	}
 	expired := make([]*booking.Booking, len(others))
@@ -129,8 +124,6 @@ func holdError(carID int64, limit booking.HoldLimit, code, detail string) error 
 		return fault.Invalid("carId", "no car %d", carID)
 	case "car_unavailable":
 		return unavailable(carID, nil)
-	case "key_in_use":
-		return pg.KeyTakenOver()
 	case "hold_limit":
 		return limit.Refused(detail)
 	}

@@ -96,6 +96,70 @@ func TestOneCarHundredCustomersTwoProcesses(t *testing.T) {
 	apptest.MustAudit(t, pool, time.Now())
 }
 
+// A hold claims its Idempotency-Key in its own transaction. The same key
+// sent at once through two processes, thirty times with one body, holds
+// once: every answer is that hold (201, the same booking) or 409
+// idempotency_key_in_use. Sent twenty times with twenty bodies (periods
+// that could all be held), it holds once too: the other bodies get 422
+// idempotency_key_reused or 409 in use. Never a 5xx.
+func TestOneKeyAtOnceThroughTwoProcessesHoldsOnce(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewURL(t)
+	env := []string{"BERTH_DB_MAX_CONNS=8", "BERTH_DB_MIN_CONNS=8"}
+	procs := []*apptest.Process{apptest.StartProcess(t, dbURL, env...), apptest.StartProcess(t, dbURL, env...)}
+	now := time.Now()
+	c := listCar(t, procs[0].URL, apptest.Token(t, "host", 79, now), 79, "HN", "2h")
+	token := apptest.Token(t, "customer", 3000, now)
+	pickup := now.Add(72 * time.Hour).Truncate(time.Hour).In(ict)
+	race := func(key string, n int, period func(i int) time.Time) []apptest.Attempt {
+		return apptest.Race(n, func(i int) apptest.Attempt {
+			cl := apptest.Client{Base: procs[i%2].URL, Token: token}
+			from := period(i)
+			return apptest.Try(cl.TryHoldCarWithKey(t, key, c.ID, from, from.Add(24*time.Hour)))
+		})
+	}
+	check := func(what string, rs []apptest.Attempt, refusals ...string) (held int64) {
+		t.Helper()
+		got := apptest.Tally(rs)
+		for _, r := range rs {
+			if r.Problem == nil {
+				if held != 0 && r.View.BookingID != held {
+					t.Errorf("%s: two bookings answered, %d and %d", what, held, r.View.BookingID)
+				}
+				held = r.View.BookingID
+			}
+		}
+		others := 0
+		for _, k := range refusals {
+			others += got[k]
+		}
+		if got["ok"] == 0 || got["ok"]+others != len(rs) {
+			t.Errorf("%s: %v, want one booking answered, and otherwise only %q", what, got, refusals)
+		}
+		return held
+	}
+	held := check("one body", race("same", 30, func(int) time.Time { return pickup }), "409 idempotency_key_in_use")
+	mixed := race("mixed", 20, func(i int) time.Time { return pickup.Add(time.Duration(i+2) * 72 * time.Hour) })
+	check("twenty bodies", mixed, "409 idempotency_key_in_use", "422 idempotency_key_reused")
+
+	pool := pgtest.Open(t, dbURL)
+	var bookings int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM booking WHERE car_id = $1`, c.ID).Scan(&bookings); err != nil {
+		t.Fatal(err)
+	}
+	if bookings != 2 {
+		t.Errorf("%d bookings of the car, want 2: one per key", bookings)
+	}
+	// Afterwards, a repeat through either process gets the stored answer.
+	for _, p := range procs {
+		cl := apptest.Client{Base: p.URL, Token: token}
+		if v, prob := cl.TryHoldCarWithKey(t, "same", c.ID, pickup, pickup.Add(24*time.Hour)); prob != nil || v.BookingID != held {
+			t.Errorf("a repeat through %s: booking %d %v, want the stored booking %d", p.URL, v.BookingID, prob, held)
+		}
+	}
+	apptest.MustAudit(t, pool, time.Now())
+}
+
 // A crowd racing for one car waits for the car's turns holding no slot of
 // the hold lane, so the holds of other cars, asked meanwhile, are not shed:
 // with a pool of 4 connections the lane has 16 slots and 16 waiters, and

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/idempotency"
 	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/pg/pgtest"
 	"berth.dev/berth/internal/rental"
@@ -16,7 +17,8 @@ import (
 // statement, hold_car, in autocommit, which takes the customer's hold
 // limit, locks the car, reads its calendar, inserts the booking and writes
 // its event and its Idempotency-Key's effect. So is a batch of several
-// holds of one car. The other car tests check what they decide; this one
+// holds of one car, and a hold under a new key, whose claim is pipelined
+// with it. The other car tests check what they decide; this one
 // fails if a step goes back to a round trip of its own, or a batch to a
 // statement per hold.
 func TestCarHoldRoundTrips(t *testing.T) {
@@ -80,5 +82,26 @@ func TestCarHoldRoundTrips(t *testing.T) {
 	}
 	if !strings.HasPrefix(effect, "booking:") {
 		t.Errorf("the key's effect is %q, want the booking", effect)
+	}
+
+	// Under a new key, the key's claim is pipelined with the hold: one
+	// round trip, one commit, and the booking is the key's effect.
+	claim := idempotency.Pending(idempotency.NewRequest(7, "new-key", "POST", "/bookings", []byte(`{}`)))
+	before = counter.Len()
+	start := from.Add(20 * 24 * time.Hour)
+	b, err := svc.Hold(pg.WithKeyClaim(ctx, claim), rental.HoldRequest{CustomerID: 7, CarID: carID, From: start, To: start.Add(24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trips := counter.Taken()[before:]; len(trips) != 1 || trips[0] != "pipeline" {
+		t.Errorf("a car hold under a new key made the round trips %q, want one pipeline", trips)
+	}
+	var newLease string
+	if err := pool.QueryRow(ctx, `SELECT effect, lease::text FROM idempotency_key WHERE caller_id = 7 AND idem_key = 'new-key'`).
+		Scan(&effect, &newLease); err != nil {
+		t.Fatal(err)
+	}
+	if effect != booking.EffectOf(b.ID) || newLease != claim.Lease {
+		t.Errorf("the new key's effect %q and lease %s, want %q and %s", effect, newLease, booking.EffectOf(b.ID), claim.Lease)
 	}
 }

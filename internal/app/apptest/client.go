@@ -142,13 +142,19 @@ func (c Client) HoldCar(t testing.TB, carID int64, from, to time.Time) booking.V
 // TryHoldCar is HoldCar answering the problem of a refusal.
 func (c Client) TryHoldCar(t testing.TB, carID int64, from, to time.Time) (booking.View, *Problem) {
 	t.Helper()
+	return c.TryHoldCarWithKey(t, NewKey(), carID, from, to)
+}
+
+// TryHoldCarWithKey is TryHoldCar under Idempotency-Key key.
+func (c Client) TryHoldCarWithKey(t testing.TB, key string, carID int64, from, to time.Time) (booking.View, *Problem) {
+	t.Helper()
 	var v booking.View
 	body := struct {
 		CarID int64  `json:"carId"`
 		From  string `json:"from"`
 		To    string `json:"to"`
 	}{carID, from.Format(time.RFC3339), to.Format(time.RFC3339)}
-	p := c.call(t, http.MethodPost, "/bookings", map[string]string{"Idempotency-Key": NewKey()}, body, http.StatusCreated, &v)
+	p := c.call(t, http.MethodPost, "/bookings", map[string]string{"Idempotency-Key": key}, body, http.StatusCreated, &v)
 	return v, p
 }
 
