@@ -48,6 +48,8 @@ func TestMain(m *testing.M) {
 // the upper bound of its berth_consumer_lag_seconds bucket). The modes run
 // side by side:
 //
+//   - keyed: berth, with an Idempotency-Key on every hold, as a client
+//     that retries safely sends it;
 //   - berth: the defaults (surge layers on, against the test Redis as a
 //     sale would run them, not the embedded substitute, whose Lua runs in
 //     a fresh interpreter per script; the hold limit on at its default,
@@ -64,12 +66,12 @@ func TestMain(m *testing.M) {
 //	./scripts/testenv.sh go test -run '^$' -bench EverydayHold -benchtime 2000x ./internal/app/
 //
 // With BERTH_EVERYDAY_SQL=<folder> it writes, per mode, every statement
-// berth sent with its count and its mean time at the client (round trip
-// included): where a hold's time goes besides HTTP, auth and the surge
+// (and pipelined batch) berth sent with its count and its mean time at the
+// client (round trip included): where a hold's time goes besides HTTP, auth and the surge
 // layers. BERTH_EVERYDAY_LOG=1 keeps PostgreSQL's statement log of each
 // mode in /tmp/everyday.
 func BenchmarkEverydayHold(b *testing.B) {
-	for _, mode := range []string{"plain", "berth", "protect-off", "no-events"} {
+	for _, mode := range []string{"plain", "keyed", "berth", "protect-off", "no-events"} {
 		b.Run(mode, func(b *testing.B) {
 			url := pgtest.NewURL(b)
 			flights := everydayFlights(b, url, b.N)
@@ -100,7 +102,7 @@ func BenchmarkEverydayHold(b *testing.B) {
 				target, stop = startPlain(b, url, counter)
 			} else {
 				target, reg, stop = startEveryday(b, url, counter, func(c *config.Config) {
-					c.Protect = mode == "berth"
+					c.Protect = mode == "berth" || mode == "keyed"
 					c.Events.InServe = mode != "no-events"
 				})
 			}
@@ -117,7 +119,11 @@ func BenchmarkEverydayHold(b *testing.B) {
 				seat := everydaySeat(i % everydaySeatsPerFlight)
 				body := fmt.Sprintf(`{"flightId":%d,"fareClass":"ECONOMY","seats":["%s"]}`, f, seat)
 				start := time.Now()
-				status, answer := post(b, client, target+"/bookings", toks[i], body)
+				key := ""
+				if mode == "keyed" {
+					key = fmt.Sprintf("everyday-%d", i)
+				}
+				status, answer := post(b, client, target+"/bookings", toks[i], key, body)
 				lat = append(lat, time.Since(start))
 				if status != http.StatusCreated {
 					b.Fatalf("hold %d: %d %s", i, status, answer)
@@ -332,6 +338,11 @@ func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d p
 }
 
 func (c *statementCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	c.took(ctx)
+}
+
+// took adds the time of the statement or batch ctx started (sqlStart).
+func (c *statementCounter) took(ctx context.Context) {
 	s, ok := ctx.Value(sqlStart{}).(sqlStart)
 	if !ok {
 		return
@@ -349,12 +360,23 @@ func (c *statementCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx
 	t.n++
 	t.total += time.Since(s.start)
 }
-func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	c.n.Add(1)
-	return context.WithValue(ctx, batchKey{}, true)
+	ctx = context.WithValue(ctx, batchKey{}, true)
+	if os.Getenv("BERTH_EVERYDAY_SQL") == "" {
+		return ctx
+	}
+	var sqls []string
+	for _, q := range d.Batch.QueuedQueries {
+		sql := strings.Join(strings.Fields(q.SQL), " ")
+		sqls = append(sqls, sql[:min(40, len(sql))])
+	}
+	return context.WithValue(ctx, sqlStart{}, sqlStart{sql: "pipeline: " + strings.Join(sqls, " + "), start: time.Now()})
 }
 func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (c *statementCounter) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	c.took(ctx)
+}
 
 type batchKey struct{}
 
@@ -479,13 +501,17 @@ func plainHold(ctx context.Context, pool *pgxpool.Pool, flightID int64, class st
 	return id, err
 }
 
-func post(b *testing.B, c *http.Client, url, token, body string) (int, string) {
+// post sends body to url with token, and Idempotency-Key key unless "".
+func post(b *testing.B, c *http.Client, url, token, key, body string) (int, string) {
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		b.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		b.Fatal(err)

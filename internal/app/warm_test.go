@@ -171,7 +171,7 @@ func checkWarm(t *testing.T, when string, a *app.App, n int, hold string) {
 		for what, like := range map[string]string{"the hold": hold, "the car calendar load": "%FROM car c JOIN booking b%",
 			"the Idempotency-Key's claim": "INSERT INTO idempotency_key AS k%", "its read": "SELECT method, path, request_hash%",
 			"the claimed key's answer": "UPDATE idempotency_key%SET response_status%",
-			"the claim of a pending key": "INSERT INTO idempotency_key%unnest(%", "the pending key's answer": "WITH answered AS%"} {
+			"the claim of a pending key": "INSERT INTO idempotency_key%unnest(%", "a new key's answer": "INSERT INTO idempotency_key%response_headers, response_body%"} {
 			var n int
 			if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE $1
 				AND statement NOT LIKE '%pg_prepared_statements%'`, like).Scan(&n); err != nil {

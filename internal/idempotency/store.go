@@ -137,26 +137,16 @@ const (
 			AS u(caller, idem, method, path, hash, lease)
 		ORDER BY u.caller, u.idem
 		ON CONFLICT (caller_id, idem_key) DO NOTHING`
-	// answerPendingSQL stores the answer of a request whose key was
-	// pending: on its row if a statement of the request claimed it, else
-	// on a new row (a request answered before it reached the database, or
-	// whose statement was rolled back). It answers false, storing nothing,
-	// when another request has the key.
-	answerPendingSQL = `WITH answered AS (
-			UPDATE idempotency_key
-			SET response_status = $4, response_headers = $5, response_body = $6, lease = NULL, locked_until = NULL
-			WHERE caller_id = $1 AND idem_key = $2 AND lease = $3
-			RETURNING 1),
-		stored AS (
-			INSERT INTO idempotency_key
-				(caller_id, idem_key, method, path, request_hash, response_status, response_headers, response_body,
-				 created_at, expires_at)
-			SELECT $1, $2, $7, $8, $9, $4, $5, $6, $10, $11
-			WHERE NOT EXISTS (SELECT FROM answered)
-			ON CONFLICT (caller_id, idem_key) DO NOTHING
-			RETURNING 1)
-		SELECT EXISTS (SELECT FROM answered) OR EXISTS (SELECT FROM stored)
-		WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL`
+	// answerNewSQL stores the final answer of a request whose pending key
+	// no statement of its own claimed (it was answered before it reached
+	// the database, or its statement was rolled back) as a new key, unless
+	// the key is already there: another request's.
+	answerNewSQL = `INSERT INTO idempotency_key
+			(caller_id, idem_key, method, path, request_hash, response_status, response_headers, response_body,
+			 created_at, expires_at)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
+		WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL
+		ON CONFLICT (caller_id, idem_key) DO NOTHING`
 )
 
 // NewLease returns a new lease for a pending claim: a random UUID.
@@ -200,14 +190,15 @@ func Pending(q Request) pg.KeyClaim {
 		Pending: &pg.PendingClaim{Method: q.Method, Path: q.Path, Hash: q.Hash}}
 }
 
-// AnswerPending stores answer a of q, whose key c was pending
-// (answerPendingSQL), and reports false when another request has the key:
-// the answer was not stored, and q is to be handled as a request under a
-// claimed key (Claim). It tries once, within settleFirst and by the
-// request's deadline (by; zero: none); when that fails, a key the request
-// may hold is settled in the background (Settle), and one it never sent a
-// claim for is left unclaimed: the request made nothing, and a retry runs
-// it again.
+// AnswerPending stores answer a of q, whose key c was pending, and reports
+// false when another request has the key: the answer was not stored, and q
+// is to be handled as a request under a claimed key (Claim). The answer
+// goes on the request's own row when a statement claiming the key was sent
+// and committed (answerSQL), else on a new row (answerNewSQL). It tries
+// once, within settleFirst and by the request's deadline (by; zero: none);
+// when that fails, a key the request may hold is settled in the background
+// (Settle), and one it never sent a claim for is left unclaimed: the
+// request made nothing, and a retry runs it again.
 func (s *Store) AnswerPending(q Request, c pg.KeyClaim, a *Answer, by time.Time) bool {
 	headers, err := json.Marshal(a.Headers)
 	if err != nil {
@@ -216,18 +207,26 @@ func (s *Store) AnswerPending(q Request, c pg.KeyClaim, a *Answer, by time.Time)
 	}
 	ctx, cancel := firstAttempt(by)
 	defer cancel()
-	now := s.clock.Now()
-	var ours bool
-	err = s.pool.QueryRow(ctx, answerPendingSQL, q.Caller, q.Key, c.Lease, a.Status, headers, a.Body,
-		q.Method, q.Path, q.Hash, now, now.Add(TTL)).Scan(&ours)
-	if err == nil {
-		return ours
-	}
-	s.log.Warn("answer idempotency key", "caller", q.Caller, "path", q.Path, "err", err)
 	if c.Pending.Sent() {
-		go s.settleLater(q, c.Lease, a, headers)
+		tag, err := s.pool.Exec(ctx, answerSQL, q.Caller, q.Key, c.Lease, a.Status, headers, a.Body)
+		if err != nil {
+			s.log.Warn("settle idempotency key: trying again in the background", "caller", q.Caller, "path", q.Path, "err", err)
+			go s.settleLater(q, c.Lease, a, headers)
+			return true
+		}
+		if tag.RowsAffected() == 1 {
+			return true
+		}
+		// The claim's transaction was rolled back, or did not take the key.
 	}
-	return true
+	now := s.clock.Now()
+	tag, err := s.pool.Exec(ctx, answerNewSQL, q.Caller, q.Key, q.Method, q.Path, q.Hash, a.Status, headers, a.Body,
+		now, now.Add(TTL))
+	if err != nil {
+		s.log.Warn("answer idempotency key", "caller", q.Caller, "path", q.Path, "err", err)
+		return true
+	}
+	return tag.RowsAffected() == 1
 }
 
 // Exists reports whether q's key is in the table, in any state.

@@ -20,9 +20,9 @@ const warmCaller = 0
 // context carrying a pending claim of a key of its own (so the hold's
 // batch claims the key and records its effect under it, as a customer's
 // does), reads the key back as a retry does, and stores an answer as a
-// request does (AnswerPending); then the claim and the answer of a key
-// claimed before its request runs (Claim, Settle), which a request falls
-// back to when its key was someone else's. Every request with a key runs
+// request does (AnswerPending); then the answer of a request that did not
+// reach the database and the claim a request falls back to when its key
+// was someone else's. Every request with a key runs
 // some of these, and a backend's first claim (9–10 ms) costs about ten
 // times its next (docs/surge.md).
 //
@@ -40,16 +40,16 @@ func Warm(ctx context.Context, tx pgx.Tx, now time.Time, hold func(ctx context.C
 	if k, err := readKey(ctx, tx, q); err != nil || k.effect == nil {
 		return false
 	}
-	var ours bool
-	if err := tx.QueryRow(ctx, answerPendingSQL, q.Caller, q.Key, c.Lease, http.StatusCreated, []byte(`{}`), []byte(`{}`),
-		q.Method, q.Path, q.Hash, now, now.Add(TTL)).Scan(&ours); err != nil || !ours {
+	tag, err := tx.Exec(ctx, answerSQL, q.Caller, q.Key, c.Lease, http.StatusCreated, []byte(`{}`), []byte(`{}`))
+	if err != nil || tag.RowsAffected() != 1 {
 		return false
 	}
-	// The key is answered: the claim finds it taken, and the answer
-	// (under a lease that is over) stores nothing.
-	if _, err := claimKey(ctx, tx, q, now); !errors.Is(err, pgx.ErrNoRows) {
+	// The key is answered: a new key's answer and a claim find it taken.
+	tag, err = tx.Exec(ctx, answerNewSQL, q.Caller, q.Key, q.Method, q.Path, q.Hash, http.StatusCreated,
+		[]byte(`{}`), []byte(`{}`), now, now.Add(TTL))
+	if err != nil || tag.RowsAffected() != 0 {
 		return false
 	}
-	_, err := tx.Exec(ctx, answerSQL, q.Caller, q.Key, c.Lease, http.StatusCreated, []byte(`{}`), []byte(`{}`))
-	return err == nil
+	_, err = claimKey(ctx, tx, q, now)
+	return errors.Is(err, pgx.ErrNoRows)
 }
