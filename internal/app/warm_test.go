@@ -168,10 +168,15 @@ func checkWarm(t *testing.T, when string, a *app.App, n int, hold string) {
 		t.Errorf("%s: %d idle connections, want %d", when, len(conns), n)
 	}
 	for i, c := range conns {
-		for what, like := range map[string]string{"the hold": hold, "the car calendar load": "%FROM car c JOIN booking b%",
-			"the Idempotency-Key's claim": "INSERT INTO idempotency_key AS k%", "its read": "SELECT method, path, request_hash%",
-			"the claimed key's answer": "UPDATE idempotency_key%SET response_status%",
-			"the claim of a pending key": "INSERT INTO idempotency_key%unnest(%", "a new key's answer": "INSERT INTO idempotency_key%response_headers, response_body%"} {
+		for what, like := range map[string]string{
+			"the hold":                    hold,
+			"the car calendar load":       "%FROM car c JOIN booking b%",
+			"the claim of a pending key":  "INSERT INTO idempotency_key%unnest(%",
+			"its read":                    "SELECT method, path, request_hash%",
+			"its answer":                  "UPDATE idempotency_key%SET response_status%",
+			"a new key's answer":          "INSERT INTO idempotency_key%response_headers, response_body%",
+			"the Idempotency-Key's claim": "INSERT INTO idempotency_key AS k%",
+		} {
 			var n int
 			if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE $1
 				AND statement NOT LIKE '%pg_prepared_statements%'`, like).Scan(&n); err != nil {
