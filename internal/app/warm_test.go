@@ -2,10 +2,13 @@ package app_test
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"berth.dev/berth/internal/app"
@@ -152,42 +155,49 @@ func passUntilWarm(a *app.App) {
 }
 
 // checkWarm asserts that a's pool holds at least n idle connections, each
-// of which has run the statement like hold (a hold's) and the car calendar
-// load's (pgx prepares a statement on a connection the first time it runs
-// there), and that the Warmer counts none cold.
+// of which has run the statement like hold (a hold's), the car calendar
+// load's and those of a hold's Idempotency-Key (pgx prepares a statement
+// on a connection the first time it runs there), and that the Warmer
+// counts none cold. It holds the idle connections for one query each: a
+// connection the pool makes meanwhile, for berth's background work, is
+// cold until the Warmer's next pass.
 func checkWarm(t *testing.T, when string, a *app.App, n int, hold string) {
 	t.Helper()
 	ctx := context.Background()
+	statements := map[string]string{
+		hold:                                          "the hold",
+		"%FROM car c JOIN booking b%":                 "the car calendar load",
+		"INSERT INTO idempotency_key%unnest(%":        "the claim of a pending key",
+		"SELECT method, path, request_hash%":          "its read",
+		"UPDATE idempotency_key%SET response_status%": "its answer",
+		"INSERT INTO idempotency_key%response_headers, response_body%": "a new key's answer",
+		"INSERT INTO idempotency_key AS k%":                            "the Idempotency-Key's claim",
+	}
+	likes := slices.Collect(maps.Keys(statements))
+	warm, cold := a.Warmer.Counts()
 	conns := a.Pool.AcquireAllIdle(ctx)
-	defer func() {
-		for _, c := range conns {
-			c.Release()
+	missing := make([][]string, len(conns))
+	for i, c := range conns {
+		rows, err := c.Query(ctx, `SELECT l FROM unnest($1::text[]) AS l
+			WHERE NOT EXISTS (SELECT FROM pg_prepared_statements WHERE statement LIKE l
+				AND statement NOT LIKE '%pg_prepared_statements%')`, likes)
+		if err == nil {
+			missing[i], err = pgx.CollectRows(rows, pgx.RowTo[string])
 		}
-	}()
+		c.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	if len(conns) < n {
 		t.Errorf("%s: %d idle connections, want %d", when, len(conns), n)
 	}
-	for i, c := range conns {
-		for what, like := range map[string]string{
-			"the hold":                    hold,
-			"the car calendar load":       "%FROM car c JOIN booking b%",
-			"the claim of a pending key":  "INSERT INTO idempotency_key%unnest(%",
-			"its read":                    "SELECT method, path, request_hash%",
-			"its answer":                  "UPDATE idempotency_key%SET response_status%",
-			"a new key's answer":          "INSERT INTO idempotency_key%response_headers, response_body%",
-			"the Idempotency-Key's claim": "INSERT INTO idempotency_key AS k%",
-		} {
-			var n int
-			if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE $1
-				AND statement NOT LIKE '%pg_prepared_statements%'`, like).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n == 0 {
-				t.Errorf("%s: connection %d of %d has never run %s", when, i+1, len(conns), what)
-			}
+	for i, m := range missing {
+		for _, like := range m {
+			t.Errorf("%s: connection %d of %d has never run %s", when, i+1, len(conns), statements[like])
 		}
 	}
-	if warm, cold := a.Warmer.Counts(); cold != 0 || warm < n {
+	if cold != 0 || warm < n {
 		t.Errorf("%s: the Warmer counts %d warm and %d cold connections, want %d warm and none cold", when, warm, cold, n)
 	}
 }
