@@ -119,12 +119,22 @@ func (s *Server) runPending(w http.ResponseWriter, r *http.Request, c auth.Calle
 		writeAnswer(w, &answer, false)
 		return nil
 	default:
-		if taken, err := s.Keys.Exists(r.Context(), q); err != nil || !taken {
+		if !s.keyTaken(r.Context(), q) {
 			writeAnswer(w, &answer, false)
 			return nil
 		}
 	}
 	return s.runClaimed(w, r, c, q, body, h)
+}
+
+// keyTaken reports whether q's key is in the table; false, logged, when it
+// cannot tell: the request's own answer is then the one given.
+func (s *Server) keyTaken(ctx context.Context, q idempotency.Request) bool {
+	taken, err := s.Keys.Exists(ctx, q)
+	if err != nil {
+		s.log.Warn("idempotency key: could not check for an earlier request", "caller", q.Caller, "err", err)
+	}
+	return taken
 }
 
 // runUnder runs h on r with body under claim, and returns its answer, the
