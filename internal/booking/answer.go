@@ -69,21 +69,24 @@ func QueryHold(ctx context.Context, db Batcher, now time.Time, claims []pg.KeyCl
 	idempotency.QueueClaims(b, claims, now)
 	var answers []Answer
 	if b.Len() == 0 {
-		rows, err := db.Query(ctx, sql, args...)
-		if err != nil {
-			return nil, nil, err
-		}
-		answers, err = ScanAnswers(rows)
-		if err != nil {
-			return nil, nil, err
-		}
+		answers, err = queryHold(ctx, db, sql, args)
 	} else {
 		b.Queue(sql, args...)
-		if answers, err = sendHold(ctx, db, b); err != nil {
-			return nil, nil, err
-		}
+		answers, err = sendHold(ctx, db, b)
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	return Requests(answers, len(claims))
+}
+
+// queryHold sends the hold statement sql with args on its own.
+func queryHold(ctx context.Context, db Batcher, sql string, args []any) ([]Answer, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return ScanAnswers(rows)
 }
 
 // sendHold sends b, the claims and then a hold, and returns the hold's

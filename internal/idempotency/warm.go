@@ -22,9 +22,9 @@ const warmCaller = 0
 // does), reads the key back as a retry does, and stores an answer as a
 // request does (AnswerPending); then the answer of a request that did not
 // reach the database and the claim a request falls back to when its key
-// was someone else's. Every request with a key runs
-// some of these, and a backend's first claim (9–10 ms) costs about ten
-// times its next (docs/surge.md).
+// was someone else's. Every request with a key runs some of these, and a
+// backend's first claim (9–10 ms) costs about ten times its next
+// (docs/surge.md).
 //
 // tx must be one that is rolled back (pg.RolledBack): nothing of it
 // outlives the call. Warm reports whether hold succeeded and recorded its
