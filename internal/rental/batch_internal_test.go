@@ -3,6 +3,7 @@ package rental
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/idempotency"
 	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/pg/pgtest"
 	"berth.dev/berth/internal/policy"
@@ -292,5 +294,61 @@ func TestCarBatchRefusesOnlyTheRequestWhoseKeyWasTakenOver(t *testing.T) {
 	}
 	if taken != "" || made != booking.EffectOf(calls[1].Out.ID) || bookings != 1 {
 		t.Errorf("effects %q and %q, %d bookings; want none, %q and 1", taken, made, bookings, booking.EffectOf(calls[1].Out.ID))
+	}
+}
+
+// The pending keys of a batch are claimed with it, in its transaction. A
+// request whose key is already there (another request's), or whose key an
+// earlier request of the batch claimed, is refused alone with
+// pg.ErrKeyClaimed, which sends it down the path of a claimed key, and
+// makes nothing; the others are held under keys that record their
+// bookings.
+func TestCarBatchClaimsItsPendingKeys(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := t.Context()
+	svc := newBatchService(pool)
+	car := batchCar(t, pool)
+	now := time.Now()
+	if _, err := pool.Exec(ctx, `INSERT INTO idempotency_key (caller_id, idem_key, method, path, request_hash, response_status, created_at, expires_at)
+		VALUES (1, 'answered', 'POST', '/bookings', '\x00', 201, $1, $2)`, now, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	pending := func(caller int64, key string) context.Context {
+		return pg.WithKeyClaim(ctx, idempotency.Pending(idempotency.NewRequest(caller, key, "POST", "/bookings", nil)))
+	}
+	from := now.Add(72 * time.Hour).Truncate(time.Hour)
+	day := func(d int) (time.Time, time.Time) {
+		start := from.Add(time.Duration(d) * 72 * time.Hour)
+		return start, start.Add(24 * time.Hour)
+	}
+	calls := make([]*call, 4)
+	for i, c := range []struct {
+		ctx    context.Context
+		caller int64
+	}{{pending(1, "answered"), 1}, {pending(2, "twice"), 2}, {pending(2, "twice"), 2}, {pending(3, "new"), 3}} {
+		f, to := day(i)
+		calls[i] = &call{Ctx: c.ctx, Req: HoldRequest{CustomerID: c.caller, CarID: car, From: f, To: to}}
+	}
+	if err := svc.holdMany(ctx, car, calls); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{false, true, false, true} {
+		switch {
+		case want && (calls[i].Err != nil || calls[i].Out == nil):
+			t.Errorf("request %d: %v, want a hold", i, calls[i].Err)
+		case !want && (!errors.Is(calls[i].Err, pg.ErrKeyClaimed) || calls[i].Out != nil):
+			t.Errorf("request %d: %v, %v; want pg.ErrKeyClaimed and no booking", i, calls[i].Out, calls[i].Err)
+		}
+	}
+	var bookings int
+	var effects []string
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM booking WHERE car_id = $1),
+		ARRAY(SELECT coalesce(effect, '') FROM idempotency_key ORDER BY caller_id)`, car).Scan(&bookings, &effects); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"", booking.EffectOf(calls[1].Out.ID), booking.EffectOf(calls[3].Out.ID)}
+	if bookings != 2 || fmt.Sprint(effects) != fmt.Sprint(want) {
+		t.Errorf("%d bookings and the keys' effects %q; want 2 and %q", bookings, effects, want)
 	}
 }
