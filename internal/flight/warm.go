@@ -12,16 +12,16 @@ import (
 )
 
 // Warm runs the hold path once on a new connection, as pg.Warmer asks
-// (pg.WarmFunc): one seat hold, exactly as a customer's would be sent
-// under an Idempotency-Key (idempotency.Warm: the key's claim, read and
-// answer around it; hold_flight, its statements, the key's effect and the
-// foreign-key checks its writes fire, and pgx's prepared statements), in
-// a transaction that is rolled back (pg.RolledBack: nothing of it
-// outlives the call, and it waits at most 100 ms for a lock). It takes any
-// free seat of a flight not yet departed that no one has locked, and
-// reports false when it could not reach the writes: no seat to take yet,
-// a lock it would wait for, an error. Called on an unmigrated database it
-// does nothing and reports false. now is the server's clock.
+// (pg.WarmFunc): one seat hold, exactly as a customer's would be sent under
+// an Idempotency-Key (idempotency.Warm: the key's claim pipelined with it,
+// its read and answer after it; hold_flight, its statements, the key's
+// effect and the foreign-key checks its writes fire, and pgx's prepared
+// statements), in a transaction that is rolled back (pg.RolledBack: nothing
+// of it outlives the call, and it waits at most 100 ms for a lock). It
+// takes any free seat of a flight not yet departed that no one has locked,
+// and reports false when it could not reach the writes: no seat to take
+// yet, a lock it would wait for, an error. Called on an unmigrated database
+// it does nothing and reports false. now is the server's clock.
 func Warm(ctx context.Context, c *pgx.Conn, now time.Time) bool {
 	return pg.RolledBack(ctx, c, func(tx pgx.Tx) bool {
 		var r HoldRequest

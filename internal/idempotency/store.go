@@ -208,13 +208,13 @@ func (s *Store) AnswerPending(q Request, c pg.KeyClaim, a *Answer, by time.Time)
 	ctx, cancel := firstAttempt(by)
 	defer cancel()
 	if c.Pending.Sent() {
-		tag, err := s.pool.Exec(ctx, answerSQL, q.Caller, q.Key, c.Lease, a.Status, headers, a.Body)
+		stored, err := s.answer(ctx, q, c.Lease, a, headers)
 		if err != nil {
 			s.log.Warn("settle idempotency key: trying again in the background", "caller", q.Caller, "path", q.Path, "err", err)
 			go s.settleLater(q, c.Lease, a, headers)
 			return true
 		}
-		if tag.RowsAffected() == 1 {
+		if stored {
 			return true
 		}
 		// The claim's transaction was rolled back, or did not take the key.
@@ -416,7 +416,7 @@ func (s *Store) settleLater(q Request, lease string, a *Answer, headers []byte) 
 
 func (s *Store) settleOnce(ctx context.Context, q Request, lease string, a *Answer, headers []byte) error {
 	if a != nil {
-		_, err := s.pool.Exec(ctx, answerSQL, q.Caller, q.Key, lease, a.Status, headers, a.Body)
+		_, err := s.answer(ctx, q, lease, a, headers)
 		return err
 	}
 	_, err := s.pool.Exec(ctx, `WITH released AS (
@@ -425,6 +425,13 @@ func (s *Store) settleOnce(ctx context.Context, q Request, lease string, a *Answ
 			WHERE caller_id = $1 AND idem_key = $2 AND lease = $3 AND effect IS NOT NULL`,
 		q.Caller, q.Key, lease, s.clock.Now())
 	return err
+}
+
+// answer stores a (its headers marshalled) as the answer of q's key while
+// lease holds it (answerSQL), and reports whether it did.
+func (s *Store) answer(ctx context.Context, q Request, lease string, a *Answer, headers []byte) (bool, error) {
+	tag, err := s.pool.Exec(ctx, answerSQL, q.Caller, q.Key, lease, a.Status, headers, a.Body)
+	return tag.RowsAffected() == 1, err
 }
 
 // Purge deletes up to limit keys whose 24 hours are over and returns how

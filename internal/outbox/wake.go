@@ -72,9 +72,14 @@ type commitKey struct{}
 // or a statement that committed by itself).
 func (w *CommitWaker) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
 	if ok, _ := ctx.Value(commitKey{}).(bool); ok && d.Err == nil {
-		if f := w.wake.Load(); f != nil {
-			(*f)()
-		}
+		w.fire()
+	}
+}
+
+// fire calls the wake function, if one is set.
+func (w *CommitWaker) fire() {
+	if f := w.wake.Load(); f != nil {
+		(*f)()
 	}
 }
 
@@ -106,8 +111,6 @@ func (w *CommitWaker) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, d pgx
 // written events, succeeded.
 func (w *CommitWaker) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchEndData) {
 	if wrote, ok := ctx.Value(batchKey{}).(*atomic.Bool); ok && wrote.Load() && d.Err == nil {
-		if f := w.wake.Load(); f != nil {
-			(*f)()
-		}
+		w.fire()
 	}
 }

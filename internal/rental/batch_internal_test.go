@@ -124,6 +124,14 @@ func TestCarBatchForNoCar(t *testing.T) {
 	}
 }
 
+// batchFixture returns a test database's pool, a batch service on it and
+// a car to hold.
+func batchFixture(t *testing.T) (*pgxpool.Pool, *Service, int64) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	return pool, newBatchService(pool), batchCar(t, pool)
+}
+
 func newBatchService(pool *pgxpool.Pool) *Service {
 	return newCarService(pool, clock.System{}, Config{HoldTTL: 15 * time.Minute})
 }
@@ -143,10 +151,8 @@ func newCarService(pool *pgxpool.Pool, clk clock.Clock, cfg Config) *Service {
 // car_unavailable.
 func TestCarBatchRefusedByTheConstraintWritesNothing(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
+	pool, svc, car := batchFixture(t)
 	ctx := t.Context()
-	svc := newBatchService(pool)
-	car := batchCar(t, pool)
 	rule, err := json.Marshal(policy.CarRental)
 	if err != nil {
 		t.Fatal(err)
@@ -254,10 +260,8 @@ func TestCarEventsAreTheBookingsView(t *testing.T) {
 // the key is left to the retry.
 func TestCarBatchRefusesOnlyTheRequestWhoseKeyWasTakenOver(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
+	pool, svc, car := batchFixture(t)
 	ctx := t.Context()
-	svc := newBatchService(pool)
-	car := batchCar(t, pool)
 	now := time.Now()
 	const (
 		mine  = "00000000-0000-4000-8000-000000000001"
@@ -305,10 +309,8 @@ func TestCarBatchRefusesOnlyTheRequestWhoseKeyWasTakenOver(t *testing.T) {
 // bookings.
 func TestCarBatchClaimsItsPendingKeys(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
+	pool, svc, car := batchFixture(t)
 	ctx := t.Context()
-	svc := newBatchService(pool)
-	car := batchCar(t, pool)
 	now := time.Now()
 	if _, err := pool.Exec(ctx, `INSERT INTO idempotency_key (caller_id, idem_key, method, path, request_hash, response_status, created_at, expires_at)
 		VALUES (1, 'answered', 'POST', '/bookings', '\x00', 201, $1, $2)`, now, now.Add(time.Hour)); err != nil {

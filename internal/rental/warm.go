@@ -29,13 +29,13 @@ const warmAhead = 5 * 366 * 24 * time.Hour
 
 // WarmHold runs the car hold path once on a new connection, as pg.Warmer
 // asks: one hold, exactly as a customer's would be sent under an
-// Idempotency-Key (idempotency.Warm: the key's claim, read and answer
-// around it; hold_car with the hold limit on and the key's effect,
-// PL/pgSQL's compilation of it and the plans of its statements, the
+// Idempotency-Key (idempotency.Warm: the key's claim pipelined with it, its
+// read and answer after it; hold_car with the hold limit on and the key's
+// effect, PL/pgSQL's compilation of it and the plans of its statements, the
 // foreign-key and constraint checks its writes fire, and pgx's prepared
-// statements), in a transaction that is rolled back (pg.RolledBack:
-// nothing of it outlives the call, and it waits at most 100 ms for a
-// lock). A backend's first call of hold_car costs about ten times its next
+// statements), in a transaction that is rolled back (pg.RolledBack: nothing
+// of it outlives the call, and it waits at most 100 ms for a lock). A
+// backend's first call of hold_car costs about ten times its next
 // (docs/cars.md). It takes any car no one has locked, for a day warmAhead
 // from now, and reports false when it could not reach the writes: no car
 // yet, a lock it would wait for, an error (an unmigrated database).
