@@ -24,6 +24,7 @@ import (
 	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/coalesce"
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/flight"
@@ -188,9 +189,15 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 	if cfg.Protect {
 		holdLimit = booking.HoldLimit{N: cfg.HoldLimit.N, Window: cfg.HoldLimit.Window}
 	}
+	// Coalesced batches of flights and cars take a slot each, one per
+	// connection holds may use.
+	var slots coalesce.Slots
+	if cfg.Protect {
+		slots = coalesce.NewSlots(holdConns(cfg))
+	}
 	a.Flights = flight.NewService(pool, o.Clock, flight.Config{
 		HoldTTL: cfg.FlightHoldTTL, HoldLimit: holdLimit, OfferTTL: cfg.WaitlistOfferTTL, SeatMapTTL: o.SeatMapTTL, SearchTTL: 3 * time.Second,
-		Buckets: cfg.FareBuckets, Coalesce: cfg.Protect, MaxBatch: cfg.HoldBatch, QueueWait: cfg.ShedWait,
+		Buckets: cfg.FareBuckets, Coalesce: cfg.Protect, MaxBatch: cfg.HoldBatch, QueueWait: cfg.ShedWait, Slots: slots,
 		Log: o.Log, Registry: o.Registry, Reads: a.reads(),
 	})
 	a.Life = booking.NewLifecycle(o.Clock, map[booking.Kind]booking.Inventory{
@@ -200,7 +207,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 	a.Life.PickupEarly = cfg.PickupEarly
 	a.Life.OnReleased = a.bookingReleased(o.Registry)
 	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, HoldLimit: holdLimit, Queue: cfg.Protect,
-		Log: o.Log, Registry: o.Registry})
+		Slots: slots, Log: o.Log, Registry: o.Registry})
 	// The sweeper looks at least once per the shortest hold time, so a hold
 	// made while it waits is not swept a whole interval after it ran out.
 	sweepEvery := min(cfg.SweepInterval, cfg.FlightHoldTTL, cfg.CarHoldTTL, cfg.WaitlistOfferTTL)
@@ -260,7 +267,7 @@ func (a *App) surge(ctx context.Context, pc pg.PoolConfig, tracer *guard.Acquire
 	a.Guard = guard.New(a.arch(), guard.Config{
 		On: cfg.Protect, RequestLimit: guardRate(cfg.RequestLimit), AddressLimit: guardRate(cfg.AddressLimit), ShedWait: cfg.ShedWait,
 		Lanes: guard.LanesFor(cfg.DBMaxConns), Secret: []byte(cfg.AuthSecret), Tracer: tracer,
-		HoldTTL: cfg.FlightHoldTTL, HoldConns: guard.HoldConnsFor(cfg.DBMaxConns), QuietHolds: o.QuietHolds,
+		HoldTTL: cfg.FlightHoldTTL, HoldConns: holdConns(cfg), QuietHolds: o.QuietHolds,
 	}, rdb, a.Pool)
 	if err := a.Guard.Warm(ctx); err != nil {
 		o.Log.Warn("surge layers not warmed up yet", "err", err)
@@ -384,4 +391,14 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	}
 	a.Log.Info("stopped")
 	return nil
+}
+
+// holdConns is how many database connections holds may use at once:
+// BERTH_HOLD_CONNS, at most guard.HoldConnsFor the pool.
+func holdConns(cfg config.Config) int {
+	n := guard.HoldConnsFor(cfg.DBMaxConns)
+	if cfg.HoldConns > 0 {
+		n = min(n, cfg.HoldConns)
+	}
+	return n
 }

@@ -42,6 +42,9 @@ type Config[K comparable, R, T any] struct {
 	// Flushes is how many batches of one key may run at once (at least 1):
 	// one is sent while another's commit is written.
 	Flushes int
+	// Slots bounds the batches of every key, and of every Coalescer given
+	// the same Slots, that run at once (nil: no bound).
+	Slots Slots
 	// Linger is how long the first request of an idle key waits for others
 	// before its batch is sent; 0 sends it at once on the caller's own
 	// goroutine.
@@ -112,6 +115,49 @@ func New[K comparable, R, T any](cfg Config[K, R, T]) *Coalescer[K, R, T] {
 	return c
 }
 
+// Slots bounds how many batches run at once, as many as the database
+// connections they may use. A batch takes its slot before it takes its
+// requests: while every slot is taken, requests wait in their key's queue,
+// where QueueWait sheds them, and the batch that starts finds a connection
+// free. Without it a batch would take its requests and then wait for a
+// connection with them, beyond QueueWait's reach.
+type Slots chan struct{}
+
+// NewSlots returns Slots for n batches at once (nil, no bound, for n ≤ 0).
+func NewSlots(n int) Slots {
+	if n <= 0 {
+		return nil
+	}
+	return make(Slots, n)
+}
+
+// try takes a slot if one is free at once.
+func (s Slots) try() bool {
+	if s == nil {
+		return true
+	}
+	select {
+	case s <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// take waits for a slot.
+func (s Slots) take() {
+	if s != nil {
+		s <- struct{}{}
+	}
+}
+
+// free gives a slot back.
+func (s Slots) free() {
+	if s != nil {
+		<-s
+	}
+}
+
 // Do decides r on key within a batch and returns its answer.
 func (c *Coalescer[K, R, T]) Do(ctx context.Context, key K, r R) (T, error) {
 	c.mu.Lock()
@@ -119,9 +165,10 @@ func (c *Coalescer[K, R, T]) Do(ctx context.Context, key K, r R) (T, error) {
 	if !ok {
 		q = &queue[R, T]{}
 		c.queues[key] = q
-		if c.cfg.Linger == 0 {
-			// Nothing of this key is pending or under way: the request is
-			// a batch of one, sent at once on the caller's goroutine.
+		if c.cfg.Linger == 0 && c.cfg.Slots.try() {
+			// Nothing of this key is pending or under way, and a batch
+			// may start: the request is a batch of one, sent at once on
+			// the caller's goroutine.
 			q.running = 1
 			c.mu.Unlock()
 			return c.lead(ctx, key, r, q)
@@ -172,6 +219,7 @@ func (c *Coalescer[K, R, T]) Do(ctx context.Context, key K, r R) (T, error) {
 // queue goes (even if the request panicked).
 func (c *Coalescer[K, R, T]) lead(ctx context.Context, key K, r R, q *queue[R, T]) (T, error) {
 	defer func() {
+		c.cfg.Slots.free()
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if len(q.waiting) > 0 {
@@ -237,6 +285,7 @@ func (c *Coalescer[K, R, T]) run(key K, q *queue[R, T]) {
 		if last > 1 && c.cfg.Regroup > 0 {
 			c.awaitGroup(q, last, time.Now().Add(c.cfg.Regroup))
 		}
+		c.cfg.Slots.take()
 		c.mu.Lock()
 		var batch []*Call[R, T]
 		for len(q.waiting) > 0 && len(batch) < c.cfg.MaxBatch {
@@ -254,10 +303,12 @@ func (c *Coalescer[K, R, T]) run(key K, q *queue[R, T]) {
 				delete(c.queues, key)
 			}
 			c.mu.Unlock()
+			c.cfg.Slots.free()
 			return
 		}
 		c.mu.Unlock()
 		c.flush(key, batch)
+		c.cfg.Slots.free()
 		last = len(batch)
 	}
 }

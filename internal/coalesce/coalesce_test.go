@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,5 +150,85 @@ func TestQueuedTooLongIsBusy(t *testing.T) {
 	apptest.Eventually(t, 10*time.Second, "the key's queue to go", func() bool { return c.Keys() == 0 })
 	if got := g.sizes(); len(got) != 1 {
 		t.Errorf("batch sizes %v, want only the first request's", got)
+	}
+}
+
+// Coalescers that share Slots run no more batches at once than it has
+// slots, whatever the keys. A request that finds every slot taken waits
+// in its key's queue, not in a batch: it is answered Busy after the queue
+// wait, never sent, and the next request of its key goes once a slot is
+// free.
+func TestSlotsBoundTheBatchesOfEveryKey(t *testing.T) {
+	t.Parallel()
+	slots := coalesce.NewSlots(1)
+	g := newGated()
+	mk := func(m func(context.Context, string, []*coalesce.Call[int, int]) error, wait time.Duration) *coalesce.Coalescer[string, int, int] {
+		return coalesce.New(coalesce.Config[string, int, int]{
+			Many: m, Busy: func(string) error { return errBusy }, Slots: slots,
+			MaxBatch: 64, Flushes: 4, QueueWait: wait, Metric: "test_batch", What: "Tests",
+		})
+	}
+	flights, cars := mk(g.many, 50*time.Millisecond), mk(g.many, 50*time.Millisecond)
+	first := make(chan error, 1)
+	go func() { _, err := flights.Do(context.Background(), "a", 1); first <- err }()
+	<-g.started
+	for name, c := range map[string]*coalesce.Coalescer[string, int, int]{"another key": flights, "another coalescer": cars} {
+		if _, err := c.Do(context.Background(), "b", 2); !errors.Is(err, errBusy) {
+			t.Errorf("%s while the only slot is taken: %v, want busy", name, err)
+		}
+	}
+	if got := g.sizes(); len(got) != 1 {
+		t.Errorf("batch sizes %v, want only the first request's: a request without a slot was sent", got)
+	}
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cars.Do(context.Background(), "b", 3); err != nil || out != 30 {
+		t.Errorf("a request once the slot is free: %d, %v", out, err)
+	}
+
+	// Many requests on many keys: never more batches at once than slots,
+	// and every request answered.
+	const n = 3
+	shared := coalesce.NewSlots(n)
+	var running, most atomic.Int64
+	many := func(_ context.Context, _ string, batch []*coalesce.Call[int, int]) error {
+		now := running.Add(1)
+		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+		}
+		time.Sleep(time.Millisecond)
+		running.Add(-1)
+		for _, cl := range batch {
+			cl.Out = cl.Req
+		}
+		return nil
+	}
+	cs := make([]*coalesce.Coalescer[string, int, int], 2)
+	for i := range cs {
+		cs[i] = coalesce.New(coalesce.Config[string, int, int]{
+			Many: many, Busy: func(string) error { return errBusy }, Slots: shared,
+			MaxBatch: 4, Flushes: 4, Metric: "test_batch", What: "Tests",
+		})
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	for i := range 400 {
+		wg.Go(func() {
+			<-start
+			out, err := cs[i%2].Do(context.Background(), string(rune('a'+i%10)), i)
+			if err == nil && out == i {
+				answered.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got := answered.Load(); got != 400 {
+		t.Errorf("%d of 400 requests answered", got)
+	}
+	if got := most.Load(); got > n {
+		t.Errorf("%d batches at once, want at most %d", got, n)
 	}
 }

@@ -61,6 +61,10 @@ type Config struct {
 	// HoldBatch is the most holds of one flight coalesced into one
 	// transaction (with Protect).
 	HoldBatch int
+	// HoldConns is how many database connections holds may have at once
+	// in this process (with Protect), at most all but a quarter of the
+	// pool: about the database's cores over berth's processes.
+	HoldConns int
 	Events    Events
 	// RequestLimit is each client's request rate on every route (by token
 	// subject, else client address); Rate{} ("off") turns it off.

@@ -155,6 +155,10 @@ func (c *Config) settings() []setting {
 			v: number(&c.FareBuckets, between(1, 64))},
 		{env: "BERTH_HOLD_BATCH", flag: "hold-batch", def: "64", help: "most holds of one flight coalesced into one transaction, with the surge layers on (1–1000)",
 			v: number(&c.HoldBatch, between(1, 1000))},
+		{env: "BERTH_HOLD_CONNS", flag: "hold-conns", def: "4",
+			help: "database connections holds may use at once per process, with the surge layers on, at most three quarters of the pool (1–1000): " +
+				"about the database's cores divided by berth's processes; the rest wait their turn, or get 503 `overloaded` after `BERTH_SHED_WAIT`",
+			v: number(&c.HoldConns, between(1, 1000))},
 		{env: "BERTH_LOG_LEVEL", flag: "log-level", def: "info", help: "`debug`, `info`, `warn` or `error` (JSON lines on stderr)",
 			v: text(&c.LogLevel, logLevel)},
 		{flag: "migrate", def: "false", help: "apply the embedded migrations before serving (`berth migrate` applies them and exits)",

@@ -106,8 +106,11 @@ type Config struct {
 	// QueueWait bounds how long a coalesced hold waits for its batch to
 	// start (0: no bound); past it the hold is answered 503 overloaded.
 	QueueWait time.Duration
-	Log       *slog.Logger
-	Registry  prometheus.Registerer
+	// Slots bounds the coalesced batches under way at once (nil: no
+	// bound), shared with car holds: one per connection holds may use.
+	Slots    coalesce.Slots
+	Log      *slog.Logger
+	Registry prometheus.Registerer
 	// Reads, when set, returns the pool searches and seat maps use now:
 	// the read replica (BERTH_DATABASE_READ_URL) while it is current, else
 	// the primary. Holds never read through it.
@@ -162,7 +165,7 @@ func newCoalescer(s *Service, cfg Config) *coalesce.Coalescer[int64, HoldRequest
 	return coalesce.New(coalesce.Config[int64, HoldRequest, *booking.Booking]{
 		Many:     s.holdMany,
 		Busy:     coalesce.Overloaded[int64]("flight"),
-		MaxBatch: cfg.MaxBatch, Flushes: cfg.Flushes, Linger: cfg.Linger, Regroup: 2 * time.Millisecond,
+		MaxBatch: cfg.MaxBatch, Flushes: cfg.Flushes, Slots: cfg.Slots, Linger: cfg.Linger, Regroup: 2 * time.Millisecond,
 		QueueWait: cfg.QueueWait, Metric: "berth_hold_batch", What: "Flight holds", Registry: cfg.Registry, Log: cfg.Log,
 	})
 }

@@ -45,7 +45,10 @@ type Config struct {
 	SearchTTL time.Duration // how stale a search may be (30–60 s)
 	// Queue (BERTH_PROTECT) puts concurrent holds of one car in this
 	// process together, one batch at a time (see Service.Hold).
-	Queue    bool
+	Queue bool
+	// Slots bounds the batches under way at once (nil: no bound), shared
+	// with flight holds: one per connection holds may use.
+	Slots    coalesce.Slots
 	Log      *slog.Logger
 	Registry prometheus.Registerer
 }
@@ -76,7 +79,7 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 			// One batch of a car at a time: the next waits for the car's
 			// row lock anyway, and is decided better once the first has
 			// committed.
-			MaxBatch: 64, Flushes: 1, QueueWait: maxQueueWait,
+			MaxBatch: 64, Flushes: 1, Slots: cfg.Slots, QueueWait: maxQueueWait,
 			Metric: "berth_car_hold_batch", What: "Car holds", Registry: cfg.Registry, Log: cfg.Log,
 		})
 	}
