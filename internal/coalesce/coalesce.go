@@ -185,8 +185,8 @@ func (c *Coalescer[K, R, T]) Do(ctx context.Context, key K, r R) (T, error) {
 		c.spawn(key, q)
 	}
 	var queued <-chan time.Time
-	if c.cfg.QueueWait > 0 {
-		t := time.NewTimer(c.cfg.QueueWait)
+	if wait, ok := c.queueWait(ctx); ok {
+		t := time.NewTimer(wait)
 		defer t.Stop()
 		queued = t.C
 	}
@@ -209,6 +209,31 @@ func (c *Coalescer[K, R, T]) Do(ctx context.Context, key K, r R) (T, error) {
 			// Its batch has started: wait for it.
 		}
 	}
+}
+
+// waitKey carries when a request's wait for its batch runs out at the
+// latest (WaitUntil).
+type waitKey struct{}
+
+// WaitUntil returns ctx whose request waits for its batch until t at most,
+// if that is sooner than QueueWait: a request that already waited in
+// front of the Coalescer (for a slot of its lane, say) spends only what is
+// left of one budget here, so that it is answered Busy within one wait,
+// not two.
+func WaitUntil(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, waitKey{}, t)
+}
+
+// queueWait is how long the request of ctx may wait for its batch, and
+// false for no bound.
+func (c *Coalescer[K, R, T]) queueWait(ctx context.Context) (time.Duration, bool) {
+	wait, bounded := c.cfg.QueueWait, c.cfg.QueueWait > 0
+	if t, ok := ctx.Value(waitKey{}).(time.Time); ok {
+		if left := max(time.Until(t), 0); !bounded || left < wait {
+			return left, true
+		}
+	}
+	return wait, bounded
 }
 
 // lead sends the request that found its key idle as a batch of one, on

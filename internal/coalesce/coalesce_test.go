@@ -232,3 +232,32 @@ func TestSlotsBoundTheBatchesOfEveryKey(t *testing.T) {
 		t.Errorf("%d batches at once, want at most %d", got, n)
 	}
 }
+
+// A request given WaitUntil waits for its batch until then, if that is
+// sooner than the queue wait: what it waited before the coalescer counts.
+// Already past, it is answered Busy as soon as it would have to queue.
+func TestWaitUntilShortensTheQueueWait(t *testing.T) {
+	t.Parallel()
+	g := newGated()
+	c := newCoalescer(g, time.Minute)
+	first := make(chan error, 1)
+	go func() { _, err := c.Do(context.Background(), "k", 1); first <- err }()
+	<-g.started
+	for _, left := range []time.Duration{50 * time.Millisecond, -time.Second} {
+		start := time.Now()
+		_, err := c.Do(coalesce.WaitUntil(context.Background(), start.Add(left)), "k", 2)
+		if !errors.Is(err, errBusy) {
+			t.Errorf("queued with %v left: %v, want busy", left, err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("queued with %v left: answered after %v, the queue wait", left, d)
+		}
+	}
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if got := g.sizes(); len(got) != 1 {
+		t.Errorf("batch sizes %v, want only the first request's", got)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/coalesce"
 	"berth.dev/berth/internal/fault"
 )
 
@@ -398,25 +399,31 @@ func (g *Guard) beforeHold(ctx context.Context, h Intent) (context.Context, *hol
 			return ctx, nil, fault.New(fault.WaitingRoom, "this admission was already used; queue again for another hold")
 		}
 	}
-	if err := p.enterLane(ctx); err != nil {
+	ctx, err = p.enterLane(ctx)
+	if err != nil {
 		p.undo(ctx)
 		return ctx, nil, err
 	}
 	return ctx, p, nil
 }
 
-// enterLane takes a slot of the hold lane, waiting at most ShedWait.
-func (p *holdPass) enterLane(ctx context.Context) error {
+// enterLane takes a slot of the hold lane, waiting at most ShedWait. The
+// context returned carries what is left of that wait to the hold's
+// coalescing queue (coalesce.WaitUntil): a shed hold waits ShedWait in all
+// before the database, not for a slot and then as long again for its
+// batch.
+func (p *holdPass) enterLane(ctx context.Context) (context.Context, error) {
 	l, ok := p.g.lanes[LaneHold]
 	if !ok {
-		return nil
+		return ctx, nil
 	}
+	start := time.Now()
 	leave, err := l.enter(ctx, p.g.cfg.ShedWait)
 	if err != nil {
-		return err
+		return ctx, err
 	}
 	p.leave = leave
-	return nil
+	return coalesce.WaitUntil(ctx, start.Add(p.g.cfg.ShedWait)), nil
 }
 
 // undo gives back what beforeHold took when the hold is not asked after all.
