@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/berth/internal/base"
@@ -208,7 +209,7 @@ func (s *Store) AnswerPending(q Request, c pg.KeyClaim, a *Answer, by time.Time)
 	ctx, cancel := firstAttempt(by)
 	defer cancel()
 	if c.Pending.Sent() {
-		stored, err := s.answer(ctx, q, c.Lease, a, headers)
+		stored, err := answerKey(ctx, s.pool, q, c.Lease, a.Status, headers, a.Body)
 		if err != nil {
 			s.log.Warn("settle idempotency key: trying again in the background", "caller", q.Caller, "path", q.Path, "err", err)
 			go s.settleLater(q, c.Lease, a, headers)
@@ -219,14 +220,12 @@ func (s *Store) AnswerPending(q Request, c pg.KeyClaim, a *Answer, by time.Time)
 		}
 		// The claim's transaction was rolled back, or did not take the key.
 	}
-	now := s.clock.Now()
-	tag, err := s.pool.Exec(ctx, answerNewSQL, q.Caller, q.Key, q.Method, q.Path, q.Hash, a.Status, headers, a.Body,
-		now, now.Add(TTL))
+	stored, err := answerNewKey(ctx, s.pool, q, a.Status, headers, a.Body, s.clock.Now())
 	if err != nil {
 		s.log.Warn("answer idempotency key", "caller", q.Caller, "path", q.Path, "err", err)
 		return true
 	}
-	return tag.RowsAffected() == 1
+	return stored
 }
 
 // Exists reports whether q's key is in the table, in any state.
@@ -285,6 +284,21 @@ func (s *Store) Claim(ctx context.Context, q Request, fromEffect FromEffect) (st
 // querier is a pool or a transaction.
 type querier interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}
+
+// answerKey stores the answer (status, headers marshalled, body) of q's
+// key while lease holds it (answerSQL), and reports whether it did.
+func answerKey(ctx context.Context, db querier, q Request, lease string, status int, headers, body []byte) (bool, error) {
+	tag, err := db.Exec(ctx, answerSQL, q.Caller, q.Key, lease, status, headers, body)
+	return tag.RowsAffected() == 1, err
+}
+
+// answerNewKey stores the answer of q as a new key at now (answerNewSQL),
+// and reports whether it did: false when the key is already there.
+func answerNewKey(ctx context.Context, db querier, q Request, status int, headers, body []byte, now time.Time) (bool, error) {
+	tag, err := db.Exec(ctx, answerNewSQL, q.Caller, q.Key, q.Method, q.Path, q.Hash, status, headers, body, now, now.Add(TTL))
+	return tag.RowsAffected() == 1, err
 }
 
 // claimKey claims q's key at now (claimSQL) and returns the lease; a key
@@ -416,7 +430,7 @@ func (s *Store) settleLater(q Request, lease string, a *Answer, headers []byte) 
 
 func (s *Store) settleOnce(ctx context.Context, q Request, lease string, a *Answer, headers []byte) error {
 	if a != nil {
-		_, err := s.answer(ctx, q, lease, a, headers)
+		_, err := answerKey(ctx, s.pool, q, lease, a.Status, headers, a.Body)
 		return err
 	}
 	_, err := s.pool.Exec(ctx, `WITH released AS (
@@ -425,13 +439,6 @@ func (s *Store) settleOnce(ctx context.Context, q Request, lease string, a *Answ
 			WHERE caller_id = $1 AND idem_key = $2 AND lease = $3 AND effect IS NOT NULL`,
 		q.Caller, q.Key, lease, s.clock.Now())
 	return err
-}
-
-// answer stores a (its headers marshalled) as the answer of q's key while
-// lease holds it (answerSQL), and reports whether it did.
-func (s *Store) answer(ctx context.Context, q Request, lease string, a *Answer, headers []byte) (bool, error) {
-	tag, err := s.pool.Exec(ctx, answerSQL, q.Caller, q.Key, lease, a.Status, headers, a.Body)
-	return tag.RowsAffected() == 1, err
 }
 
 // Purge deletes up to limit keys whose 24 hours are over and returns how

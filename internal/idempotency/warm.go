@@ -40,16 +40,14 @@ func Warm(ctx context.Context, tx pgx.Tx, now time.Time, hold func(ctx context.C
 	if k, err := readKey(ctx, tx, q); err != nil || k.effect == nil {
 		return false
 	}
-	tag, err := tx.Exec(ctx, answerSQL, q.Caller, q.Key, c.Lease, http.StatusCreated, []byte(`{}`), []byte(`{}`))
-	if err != nil || tag.RowsAffected() != 1 {
+	body := []byte(`{}`)
+	if stored, err := answerKey(ctx, tx, q, c.Lease, http.StatusCreated, body, body); err != nil || !stored {
 		return false
 	}
 	// The key is answered: a new key's answer and a claim find it taken.
-	tag, err = tx.Exec(ctx, answerNewSQL, q.Caller, q.Key, q.Method, q.Path, q.Hash, http.StatusCreated,
-		[]byte(`{}`), []byte(`{}`), now, now.Add(TTL))
-	if err != nil || tag.RowsAffected() != 0 {
+	if stored, err := answerNewKey(ctx, tx, q, http.StatusCreated, body, body, now); err != nil || stored {
 		return false
 	}
-	_, err = claimKey(ctx, tx, q, now)
+	_, err := claimKey(ctx, tx, q, now)
 	return errors.Is(err, pgx.ErrNoRows)
 }
