@@ -37,9 +37,13 @@ func berthMetrics(t *testing.T) map[string]bool {
 				return true
 			}
 			if prefix, ok := coalesceMetric(lit); ok {
-				// coalesce.New names its metrics from Config.Metric.
+				// coalesce.New names its metrics from Config.Metric, and
+				// adds a gauge when the config sets a Target.
 				for _, name := range []string{"_size_bucket", "_size_sum", "_size_count", "_fallbacks_total", "_shed_total"} {
 					names[prefix+name] = true
+				}
+				if hasKey(lit, "Target") {
+					names[prefix+"_standing"] = true
 				}
 				return true
 			}
@@ -93,6 +97,16 @@ func coalesceMetric(lit *ast.CompositeLit) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// hasKey reports whether a composite literal sets the field key.
+func hasKey(lit *ast.CompositeLit, key string) bool {
+	for _, e := range lit.Elts {
+		if kv, ok := e.(*ast.KeyValueExpr); ok && kv.Key.(*ast.Ident).Name == key {
+			return true
+		}
+	}
+	return false
 }
 
 var metricRef = regexp.MustCompile(`\b(berth_[a-z0-9_]+|go_[a-z0-9_]+|process_[a-z0-9_]+)\b`)

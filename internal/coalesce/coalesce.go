@@ -14,17 +14,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"berth.dev/berth/internal/codel"
 	"berth.dev/berth/internal/fault"
 )
 
 // Call is one request of a batch: Many reads Ctx and Req and sets Out and
 // Err.
 type Call[R, T any] struct {
-	Ctx  context.Context
-	Req  R
-	Out  T
-	Err  error
-	done chan struct{}
+	Ctx    context.Context
+	Req    R
+	Out    T
+	Err    error
+	done   chan struct{}
+	queued time.Time // when it joined its key's queue
 }
 
 // Config sets up a Coalescer.
@@ -55,9 +57,21 @@ type Config[K comparable, R, T any] struct {
 	// QueueWait is the longest a request waits for its batch to start, as
 	// a request waits for a database connection; 0 is no bound.
 	QueueWait time.Duration
+	// Target is the wait for a batch that a busy queue should stay under
+	// (0: no target; it needs a QueueWait). When every batch's oldest
+	// request has waited longer than Target for a whole QueueWait, the
+	// queue is standing: requests come in faster than batches can take
+	// them, and each would wait nearly all of QueueWait before its batch,
+	// or its 503. Until a batch's oldest request has waited less than
+	// Target again, a request waits at most twice Target: in an overload
+	// the shed requests are answered at once and the others soon, while a
+	// burst shorter than QueueWait (a race for one seat) is still waited
+	// out in full.
+	Target time.Duration
 
 	// Metric prefixes the metric names (Metric_size, Metric_fallbacks_total,
-	// Metric_shed_total); What says what a request is, in their help.
+	// Metric_shed_total, and Metric_standing with a Target); What says what
+	// a request is, in their help.
 	Metric, What string
 	Registry     prometheus.Registerer
 	Log          *slog.Logger
@@ -79,6 +93,9 @@ type Coalescer[K comparable, R, T any] struct {
 
 	mu     sync.Mutex
 	queues map[K]*queue[R, T]
+	// standing watches how long each batch's oldest request waited
+	// (Config.Target).
+	standing *codel.Queue
 }
 
 // queue is one key's requests waiting for a batch.
@@ -109,8 +126,17 @@ func New[K comparable, R, T any](cfg Config[K, R, T]) *Coalescer[K, R, T] {
 			Help: cfg.What + " answered 503 because their batch did not start within the queue wait.",
 		}),
 	}
+	metrics := []prometheus.Collector{c.sizes, c.fallback, c.shed}
+	if cfg.Target > 0 && cfg.QueueWait > 0 {
+		standing := prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: cfg.Metric + "_standing",
+			Help: "1 while the coalescing queue of " + cfg.What + " stands: a request waits at most twice the target for its batch.",
+		})
+		c.standing = codel.New(cfg.Target, cfg.QueueWait, codel.Gauge(standing))
+		metrics = append(metrics, standing)
+	}
 	if cfg.Registry != nil {
-		cfg.Registry.MustRegister(c.sizes, c.fallback, c.shed)
+		cfg.Registry.MustRegister(metrics...)
 	}
 	return c
 }
@@ -170,11 +196,12 @@ func (c *Coalescer[K, R, T]) Do(ctx context.Context, key K, r R) (T, error) {
 			// may start: the request is a batch of one, sent at once on
 			// the caller's goroutine.
 			q.running = 1
+			c.standing.Waited(0)
 			c.mu.Unlock()
 			return c.lead(ctx, key, r, q)
 		}
 	}
-	cl := &Call[R, T]{Ctx: ctx, Req: r, done: make(chan struct{})}
+	cl := &Call[R, T]{Ctx: ctx, Req: r, done: make(chan struct{}), queued: time.Now()}
 	q.waiting = append(q.waiting, cl)
 	start := q.running < c.cfg.Flushes
 	if start {
@@ -227,7 +254,7 @@ func WaitUntil(ctx context.Context, t time.Time) context.Context {
 // queueWait is how long the request of ctx may wait for its batch, and
 // false for no bound.
 func (c *Coalescer[K, R, T]) queueWait(ctx context.Context) (time.Duration, bool) {
-	wait, bounded := c.cfg.QueueWait, c.cfg.QueueWait > 0
+	wait, bounded := c.standing.Wait(c.cfg.QueueWait), c.cfg.QueueWait > 0
 	if t, ok := ctx.Value(waitKey{}).(time.Time); ok {
 		if left := max(time.Until(t), 0); !bounded || left < wait {
 			return left, true
@@ -312,6 +339,9 @@ func (c *Coalescer[K, R, T]) run(key K, q *queue[R, T]) {
 		}
 		c.cfg.Slots.take()
 		c.mu.Lock()
+		if len(q.waiting) > 0 {
+			c.standing.Waited(time.Since(q.waiting[0].queued))
+		}
 		var batch []*Call[R, T]
 		for len(q.waiting) > 0 && len(batch) < c.cfg.MaxBatch {
 			cl := q.waiting[0]

@@ -261,3 +261,100 @@ func TestWaitUntilShortensTheQueueWait(t *testing.T) {
 		t.Errorf("batch sizes %v, want only the first request's", got)
 	}
 }
+
+// A queue whose batches' oldest requests wait longer than the target for
+// a whole queue wait is standing: a request queued then is answered Busy
+// after twice the target, not after the queue wait. A burst shorter than
+// the queue wait is waited out in full, and once a request finds its key
+// idle the queue waits in full again.
+func TestStandingQueueShedsSooner(t *testing.T) {
+	t.Parallel()
+	const queueWait, target = time.Second, 50 * time.Millisecond
+	started, step := make(chan int, 10), make(chan struct{})
+	c := coalesce.New(coalesce.Config[string, int, int]{
+		Many: func(_ context.Context, _ string, batch []*coalesce.Call[int, int]) error {
+			started <- batch[0].Req
+			<-step
+			for _, cl := range batch {
+				cl.Out = cl.Req * 10
+			}
+			return nil
+		},
+		Busy:     func(string) error { return errBusy },
+		MaxBatch: 64, Flushes: 1, QueueWait: queueWait, Target: target, Metric: "test_standing", What: "Tests",
+	})
+	type answer struct {
+		out  int
+		err  error
+		took time.Duration
+	}
+	do := func(r int) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			start := time.Now()
+			out, err := c.Do(context.Background(), "k", r)
+			ch <- answer{out, err, time.Since(start)}
+		}()
+		return ch
+	}
+	served := func(r int, ch <-chan answer) {
+		t.Helper()
+		if a := <-ch; a.err != nil || a.out != r*10 {
+			t.Errorf("request %d: %d %v after %v, want it served", r, a.out, a.err, a.took)
+		}
+	}
+	// next is the first request of the next batch to start.
+	next := func() int {
+		t.Helper()
+		select {
+		case r := <-started:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("no batch started within 10 s")
+			return 0
+		}
+	}
+	queue := func(r int) <-chan answer {
+		ch := do(r)
+		apptest.Eventually(t, 10*time.Second, "a request to queue", func() bool { return c.Waiting("k") == 1 })
+		return ch
+	}
+	// Each request after the first waits behind the one before, longer
+	// than the target: the queue stands from the second batch on.
+	ans := map[int]<-chan answer{1: do(1)}
+	next()
+	holds := []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 600 * time.Millisecond}
+	for i, hold := range holds {
+		r := i + 2
+		ans[r] = queue(r)
+		time.Sleep(hold)
+		step <- struct{}{}
+		if got := next(); got != r {
+			t.Fatalf("batch of %d started, want %d", got, r)
+		}
+	}
+	// The queue has stood for 1.2 s, more than the queue wait: a request
+	// queued now waits twice the target.
+	a := <-do(5)
+	if !errors.Is(a.err, errBusy) || a.took >= queueWait {
+		t.Errorf("queued in a standing queue: %v after %v, want busy before the queue wait (%v)", a.err, a.took, queueWait)
+	}
+	step <- struct{}{}
+	for r := 1; r <= 4; r++ {
+		served(r, ans[r])
+	}
+	apptest.Eventually(t, 10*time.Second, "the key's queue to go", func() bool { return c.Keys() == 0 })
+	// An idle key: the queue no longer stands, and a request queued behind
+	// another waits for it longer than twice the target.
+	ans[6] = do(6)
+	next()
+	ans[7] = queue(7)
+	time.Sleep(300 * time.Millisecond)
+	step <- struct{}{}
+	if got := next(); got != 7 {
+		t.Fatalf("batch of %d started, want 7", got)
+	}
+	step <- struct{}{}
+	served(6, ans[6])
+	served(7, ans[7])
+}

@@ -160,13 +160,15 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 }
 
 // newCoalescer batches the holds of each flight (see coalesce) into one
-// holdBatch statement.
+// holdBatch statement. Its target wait is an eighth of the queue wait: in
+// a standing overload a hold waits a quarter of the shed wait at most for
+// its batch.
 func newCoalescer(s *Service, cfg Config) *coalesce.Coalescer[int64, HoldRequest, *booking.Booking] {
 	return coalesce.New(coalesce.Config[int64, HoldRequest, *booking.Booking]{
 		Many:     s.holdMany,
 		Busy:     coalesce.Overloaded[int64]("flight"),
 		MaxBatch: cfg.MaxBatch, Flushes: cfg.Flushes, Slots: cfg.Slots, Linger: cfg.Linger, Regroup: 2 * time.Millisecond,
-		QueueWait: cfg.QueueWait, Metric: "berth_hold_batch", What: "Flight holds", Registry: cfg.Registry, Log: cfg.Log,
+		QueueWait: cfg.QueueWait, Target: cfg.QueueWait / 8, Metric: "berth_hold_batch", What: "Flight holds", Registry: cfg.Registry, Log: cfg.Log,
 	})
 }
 
