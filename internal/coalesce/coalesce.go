@@ -63,10 +63,10 @@ type Config[K comparable, R, T any] struct {
 	// queue is standing: requests come in faster than batches can take
 	// them, and each would wait nearly all of QueueWait before its batch,
 	// or its 503. Until a batch's oldest request has waited less than
-	// Target again, a request waits at most twice Target: in an overload
-	// the shed requests are answered at once and the others soon, while a
-	// burst shorter than QueueWait (a race for one seat) is still waited
-	// out in full.
+	// Target again, or a request finds its key idle, a request waits at
+	// most twice Target: in an overload the shed requests and the others
+	// are answered soon, while a burst shorter than QueueWait (a race for
+	// one seat) is still waited out in full (package codel).
 	Target time.Duration
 
 	// Metric prefixes the metric names (Metric_size, Metric_fallbacks_total,

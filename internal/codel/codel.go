@@ -4,9 +4,9 @@
 // between bursts is good, it absorbs them; a queue that never drains only
 // adds its wait to every answer. While a queue stands, a newcomer's wait
 // is cut to twice the target, so that the requests it cannot serve are
-// answered 503 at once instead of after the full wait, and those it serves
-// are served soon; a burst shorter than the interval (a race for one seat)
-// is still waited out in full.
+// answered 503 after that short wait instead of the full one, and those it
+// serves are served soon; a burst shorter than the interval (a race for
+// one seat) is still waited out in full.
 package codel
 
 import (
