@@ -58,15 +58,16 @@ type Config[K comparable, R, T any] struct {
 	// a request waits for a database connection; 0 is no bound.
 	QueueWait time.Duration
 	// Target is the wait for a batch that a busy queue should stay under
-	// (0: no target; it needs a QueueWait). When every batch's oldest
-	// request has waited longer than Target for a whole QueueWait, the
-	// queue is standing: requests come in faster than batches can take
-	// them, and each would wait nearly all of QueueWait before its batch,
-	// or its 503. Until a batch's oldest request has waited less than
-	// Target again, or a request finds its key idle, a request waits at
-	// most twice Target: in an overload the shed requests and the others
-	// are answered soon, while a burst shorter than QueueWait (a race for
-	// one seat) is still waited out in full (package codel).
+	// (0: no target; it needs a QueueWait). When the oldest request of
+	// each of a key's batches has waited longer than Target, for a whole
+	// QueueWait, the key's queue is standing: its requests come in faster
+	// than its batches take them, and each would wait nearly all of
+	// QueueWait before its batch, or its 503. Until one of its batches'
+	// oldest request has waited less than Target again, or the key goes
+	// idle, a request of the key waits at most twice Target: in an
+	// overload the shed requests and the others are answered soon, while a
+	// burst shorter than QueueWait (a race for one seat) is still waited
+	// out in full (package codel). Each key is judged on its own.
 	Target time.Duration
 
 	// Metric prefixes the metric names (Metric_size, Metric_fallbacks_total,
@@ -93,15 +94,18 @@ type Coalescer[K comparable, R, T any] struct {
 
 	mu     sync.Mutex
 	queues map[K]*queue[R, T]
-	// standing watches how long each batch's oldest request waited
-	// (Config.Target).
-	standing *codel.Queue
+	// standing counts the keys whose queue stands (Config.Target); nil
+	// without a Target.
+	standing prometheus.Gauge
 }
 
 // queue is one key's requests waiting for a batch.
 type queue[R, T any] struct {
 	waiting []*Call[R, T]
 	running int // flushes under way
+	// line watches how long each batch's oldest request waited
+	// (Config.Target); nil without a Target.
+	line *codel.Queue
 }
 
 // New returns a Coalescer, its metrics registered with cfg.Registry.
@@ -128,12 +132,11 @@ func New[K comparable, R, T any](cfg Config[K, R, T]) *Coalescer[K, R, T] {
 	}
 	metrics := []prometheus.Collector{c.sizes, c.fallback, c.shed}
 	if cfg.Target > 0 && cfg.QueueWait > 0 {
-		standing := prometheus.NewGauge(prometheus.GaugeOpts{
+		c.standing = prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: cfg.Metric + "_standing",
-			Help: "1 while the coalescing queue of " + cfg.What + " stands: a request waits at most twice the target for its batch.",
+			Help: "Keys whose coalescing queue of " + cfg.What + " stands: a request waits at most twice the target for its batch.",
 		})
-		c.standing = codel.New(cfg.Target, cfg.QueueWait, codel.Gauge(standing))
-		metrics = append(metrics, standing)
+		metrics = append(metrics, c.standing)
 	}
 	if cfg.Registry != nil {
 		cfg.Registry.MustRegister(metrics...)
@@ -189,14 +192,13 @@ func (c *Coalescer[K, R, T]) Do(ctx context.Context, key K, r R) (T, error) {
 	c.mu.Lock()
 	q, ok := c.queues[key]
 	if !ok {
-		q = &queue[R, T]{}
+		q = &queue[R, T]{line: c.newLine()}
 		c.queues[key] = q
 		if c.cfg.Linger == 0 && c.cfg.Slots.try() {
 			// Nothing of this key is pending or under way, and a batch
 			// may start: the request is a batch of one, sent at once on
 			// the caller's goroutine.
 			q.running = 1
-			c.standing.Waited(0)
 			c.mu.Unlock()
 			return c.lead(ctx, key, r, q)
 		}
@@ -207,12 +209,13 @@ func (c *Coalescer[K, R, T]) Do(ctx context.Context, key K, r R) (T, error) {
 	if start {
 		q.running++
 	}
+	full := q.line.Wait(c.cfg.QueueWait)
 	c.mu.Unlock()
 	if start {
 		c.spawn(key, q)
 	}
 	var queued <-chan time.Time
-	if wait, ok := c.queueWait(ctx); ok {
+	if wait, ok := queueWait(ctx, full); ok {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		queued = t.C
@@ -251,10 +254,10 @@ func WaitUntil(ctx context.Context, t time.Time) context.Context {
 	return context.WithValue(ctx, waitKey{}, t)
 }
 
-// queueWait is how long the request of ctx may wait for its batch, and
-// false for no bound.
-func (c *Coalescer[K, R, T]) queueWait(ctx context.Context) (time.Duration, bool) {
-	wait, bounded := c.standing.Wait(c.cfg.QueueWait), c.cfg.QueueWait > 0
+// queueWait is how long the request of ctx may wait for its batch, at
+// most full (0: no bound), and false for no bound.
+func queueWait(ctx context.Context, full time.Duration) (time.Duration, bool) {
+	wait, bounded := full, full > 0
 	if t, ok := ctx.Value(waitKey{}).(time.Time); ok {
 		if left := max(time.Until(t), 0); !bounded || left < wait {
 			return left, true
@@ -277,7 +280,7 @@ func (c *Coalescer[K, R, T]) lead(ctx context.Context, key K, r R, q *queue[R, T
 		if len(q.waiting) > 0 {
 			c.spawn(key, q)
 		} else if q.running--; q.running == 0 {
-			delete(c.queues, key)
+			c.drop(key, q)
 		}
 	}()
 	c.sizes.Observe(1)
@@ -340,7 +343,7 @@ func (c *Coalescer[K, R, T]) run(key K, q *queue[R, T]) {
 		c.cfg.Slots.take()
 		c.mu.Lock()
 		if len(q.waiting) > 0 {
-			c.standing.Waited(time.Since(q.waiting[0].queued))
+			q.line.Waited(time.Since(q.waiting[0].queued))
 		}
 		var batch []*Call[R, T]
 		for len(q.waiting) > 0 && len(batch) < c.cfg.MaxBatch {
@@ -355,7 +358,7 @@ func (c *Coalescer[K, R, T]) run(key K, q *queue[R, T]) {
 		}
 		if len(batch) == 0 {
 			if q.running--; q.running == 0 {
-				delete(c.queues, key)
+				c.drop(key, q)
 			}
 			c.mu.Unlock()
 			c.cfg.Slots.free()
@@ -366,6 +369,29 @@ func (c *Coalescer[K, R, T]) run(key K, q *queue[R, T]) {
 		c.cfg.Slots.free()
 		last = len(batch)
 	}
+}
+
+// newLine returns the watch of a new key's queue (nil without a Target):
+// a key gone idle is forgotten, and its next queue starts not standing.
+func (c *Coalescer[K, R, T]) newLine() *codel.Queue {
+	if c.standing == nil {
+		return nil
+	}
+	return codel.New(c.cfg.Target, c.cfg.QueueWait, func(standing bool) {
+		if standing {
+			c.standing.Inc()
+		} else {
+			c.standing.Dec()
+		}
+	})
+}
+
+// drop forgets the queue of a key gone idle, under c.mu.
+func (c *Coalescer[K, R, T]) drop(key K, q *queue[R, T]) {
+	if q.line.Standing() {
+		c.standing.Dec()
+	}
+	delete(c.queues, key)
 }
 
 // awaitGroup waits until the queue holds as many requests as the last

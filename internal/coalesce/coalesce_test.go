@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/coalesce"
 )
@@ -271,6 +273,7 @@ func TestStandingQueueShedsSooner(t *testing.T) {
 	t.Parallel()
 	const queueWait, target = time.Second, 50 * time.Millisecond
 	started, step := make(chan int, 10), make(chan struct{})
+	reg := prometheus.NewRegistry()
 	c := coalesce.New(coalesce.Config[string, int, int]{
 		Many: func(_ context.Context, _ string, batch []*coalesce.Call[int, int]) error {
 			started <- batch[0].Req
@@ -281,8 +284,23 @@ func TestStandingQueueShedsSooner(t *testing.T) {
 			return nil
 		},
 		Busy:     func(string) error { return errBusy },
-		MaxBatch: 64, Flushes: 1, QueueWait: queueWait, Target: target, Metric: "test_standing", What: "Tests",
+		MaxBatch: 64, Flushes: 1, QueueWait: queueWait, Target: target, Metric: "test", What: "Tests",
+		Registry: reg,
 	})
+	standing := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "test_standing" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no test_standing gauge")
+		return 0
+	}
 	type answer struct {
 		out  int
 		err  error
@@ -339,11 +357,17 @@ func TestStandingQueueShedsSooner(t *testing.T) {
 	if !errors.Is(a.err, errBusy) || a.took >= queueWait {
 		t.Errorf("queued in a standing queue: %v after %v, want busy before the queue wait (%v)", a.err, a.took, queueWait)
 	}
+	if n := standing(); n != 1 {
+		t.Errorf("%v keys standing, want 1", n)
+	}
 	step <- struct{}{}
 	for r := 1; r <= 4; r++ {
 		served(r, ans[r])
 	}
 	apptest.Eventually(t, 10*time.Second, "the key's queue to go", func() bool { return c.Keys() == 0 })
+	if n := standing(); n != 0 {
+		t.Errorf("%v keys standing once the key went idle, want 0", n)
+	}
 	// An idle key: the queue no longer stands, and a request queued behind
 	// another waits for it longer than twice the target.
 	ans[6] = do(6)

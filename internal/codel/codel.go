@@ -83,14 +83,3 @@ func (q *Queue) Wait(full time.Duration) time.Duration {
 
 // Standing reports whether the queue stands.
 func (q *Queue) Standing() bool { return q != nil && q.standing.Load() }
-
-// Gauge is an onChange for New that sets g to 1 while the queue stands.
-func Gauge(g interface{ Set(float64) }) func(bool) {
-	return func(standing bool) {
-		if standing {
-			g.Set(1)
-		} else {
-			g.Set(0)
-		}
-	}
-}
