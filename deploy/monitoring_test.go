@@ -42,7 +42,7 @@ func berthMetrics(t *testing.T) map[string]bool {
 				for _, name := range []string{"_size_bucket", "_size_sum", "_size_count", "_fallbacks_total", "_shed_total"} {
 					names[prefix+name] = true
 				}
-				if hasKey(lit, "Target") {
+				if field(lit, "Target") != nil {
 					names[prefix+"_standing"] = true
 				}
 				return true
@@ -51,18 +51,11 @@ func berthMetrics(t *testing.T) map[string]bool {
 			if !ok || !strings.HasSuffix(sel.Sel.Name, "Opts") {
 				return true
 			}
-			for _, e := range lit.Elts {
-				kv, ok := e.(*ast.KeyValueExpr)
-				if !ok || kv.Key.(*ast.Ident).Name != "Name" {
-					continue
-				}
-				if s, ok := kv.Value.(*ast.BasicLit); ok {
-					name, _ := strconv.Unquote(s.Value)
-					names[name] = true
-					if sel.Sel.Name == "HistogramOpts" {
-						for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-							names[name+suffix] = true
-						}
+			if name, ok := stringField(lit, "Name"); ok {
+				names[name] = true
+				if sel.Sel.Name == "HistogramOpts" {
+					for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+						names[name+suffix] = true
 					}
 				}
 			}
@@ -88,25 +81,28 @@ func coalesceMetric(lit *ast.CompositeLit) (string, bool) {
 	if sel, ok := idx.X.(*ast.SelectorExpr); !ok || sel.Sel.Name != "Config" {
 		return "", false
 	}
-	for _, e := range lit.Elts {
-		if kv, ok := e.(*ast.KeyValueExpr); ok && kv.Key.(*ast.Ident).Name == "Metric" {
-			if s, ok := kv.Value.(*ast.BasicLit); ok {
-				name, err := strconv.Unquote(s.Value)
-				return name, err == nil
-			}
-		}
-	}
-	return "", false
+	return stringField(lit, "Metric")
 }
 
-// hasKey reports whether a composite literal sets the field key.
-func hasKey(lit *ast.CompositeLit, key string) bool {
+// field is the value a composite literal gives its field key, or nil.
+func field(lit *ast.CompositeLit, key string) ast.Expr {
 	for _, e := range lit.Elts {
 		if kv, ok := e.(*ast.KeyValueExpr); ok && kv.Key.(*ast.Ident).Name == key {
-			return true
+			return kv.Value
 		}
 	}
-	return false
+	return nil
+}
+
+// stringField is the string constant a composite literal gives its field
+// key, if it gives one.
+func stringField(lit *ast.CompositeLit, key string) (string, bool) {
+	s, ok := field(lit, key).(*ast.BasicLit)
+	if !ok {
+		return "", false
+	}
+	v, err := strconv.Unquote(s.Value)
+	return v, err == nil
 }
 
 var metricRef = regexp.MustCompile(`\b(berth_[a-z0-9_]+|go_[a-z0-9_]+|process_[a-z0-9_]+)\b`)

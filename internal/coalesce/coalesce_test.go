@@ -287,20 +287,6 @@ func TestStandingQueueShedsSooner(t *testing.T) {
 		MaxBatch: 64, Flushes: 1, QueueWait: queueWait, Target: target, Metric: "test", What: "Tests",
 		Registry: reg,
 	})
-	standing := func() float64 {
-		t.Helper()
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "test_standing" {
-				return mf.GetMetric()[0].GetGauge().GetValue()
-			}
-		}
-		t.Fatal("no test_standing gauge")
-		return 0
-	}
 	type answer struct {
 		out  int
 		err  error
@@ -357,7 +343,7 @@ func TestStandingQueueShedsSooner(t *testing.T) {
 	if !errors.Is(a.err, errBusy) || a.took >= queueWait {
 		t.Errorf("queued in a standing queue: %v after %v, want busy before the queue wait (%v)", a.err, a.took, queueWait)
 	}
-	if n := standing(); n != 1 {
+	if n := apptest.Metric(t, reg, "test_standing"); n != 1 {
 		t.Errorf("%v keys standing, want 1", n)
 	}
 	step <- struct{}{}
@@ -365,7 +351,7 @@ func TestStandingQueueShedsSooner(t *testing.T) {
 		served(r, ans[r])
 	}
 	apptest.Eventually(t, 10*time.Second, "the key's queue to go", func() bool { return c.Keys() == 0 })
-	if n := standing(); n != 0 {
+	if n := apptest.Metric(t, reg, "test_standing"); n != 0 {
 		t.Errorf("%v keys standing once the key went idle, want 0", n)
 	}
 	// An idle key: the queue no longer stands, and a request queued behind

@@ -212,7 +212,7 @@ func TestFailedPublishKeepsEventsAndBacklogMetrics(t *testing.T) {
 	if err != nil || b.Rows != 6 || !b.Oldest.Equal(epoch) {
 		t.Fatalf("backlog %+v, %v", b, err)
 	}
-	if v := metric(t, reg, "berth_outbox_publish_errors_total"); v != 1 {
+	if v := apptest.Metric(t, reg, "berth_outbox_publish_errors_total"); v != 1 {
 		t.Errorf("publish errors metric %v, want 1", v)
 	}
 	pub.fail.Store(false)
@@ -222,30 +222,9 @@ func TestFailedPublishKeepsEventsAndBacklogMetrics(t *testing.T) {
 	if n := unpublished(t, pool); n != 0 {
 		t.Fatalf("%d unpublished after recovery", n)
 	}
-	if v := metric(t, reg, "berth_outbox_published_total"); v != 6 {
+	if v := apptest.Metric(t, reg, "berth_outbox_published_total"); v != 6 {
 		t.Errorf("published metric %v, want 6", v)
 	}
-}
-
-// metric returns the value of the counter or gauge name in reg.
-func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		var sum float64
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-		return sum
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }
 
 func TestNotifyWakesTheRelayWithoutPolling(t *testing.T) {
