@@ -69,7 +69,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if fe.Code == fault.Overloaded && guard.DatabaseRefused(fe.Err) {
 		// Not load that shedding answers: the database is away or full.
-		s.log.Warn("database refused a connection", "method", r.Method, "path", r.URL.Path, "err", fe.Err)
+		s.warnLimited(r, "database refused a connection", "err", fe.Err)
 	}
 	status, ok := statusOf[fe.Code]
 	if !ok {
@@ -93,9 +93,24 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		doc[k] = v
 	}
 	if status >= 500 {
-		s.log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "code", fe.Code, "err", err)
+		s.warnLimited(r, "request refused", "code", fe.Code, "err", err)
 	}
 	writeProblem(w, status, doc)
+}
+
+// warnLimited logs a refusal at most once a second for each message and
+// route, with how many like it were left out since the last line
+// (lineLimit): an overload refuses thousands a second.
+func (s *Server) warnLimited(r *http.Request, msg string, args ...any) {
+	ok, left := s.refusals.allow(msg+" "+r.Pattern, s.Clock.Now())
+	if !ok {
+		return
+	}
+	args = append([]any{"method", r.Method, "path", r.URL.Path}, args...)
+	if left > 0 {
+		args = append(args, "left_out", left)
+	}
+	s.log.Warn(msg, args...)
 }
 
 func writeProblem(w http.ResponseWriter, status int, doc map[string]any) {

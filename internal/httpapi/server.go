@@ -77,6 +77,9 @@ type Server struct {
 	tokens  *tokenCache // verified bearer tokens, with the surge layers on
 	assets  map[string]asset
 	carJSON sync.Map // car id → *encodedCar: its public JSON (publicCarJSON)
+	// refusals limits the log lines of refused requests to one a second
+	// for each message and route.
+	refusals *lineLimit
 }
 
 // New returns the API's handler.
@@ -84,7 +87,8 @@ func New(d Deps) *Server {
 	if d.HoldExtension <= 0 {
 		d.HoldExtension = 5 * time.Minute
 	}
-	s := &Server{Deps: d, log: d.Log, mux: http.NewServeMux(), metrics: newMetrics(d.Registry)}
+	s := &Server{Deps: d, log: d.Log, mux: http.NewServeMux(), metrics: newMetrics(d.Registry),
+		refusals: newLineLimit(time.Second)}
 	if d.Guard.On() {
 		s.tokens = newTokenCache()
 	}
