@@ -176,7 +176,7 @@ func runMode(ctx context.Context, o *Options, protect bool, procs int) (m *Mode,
 		}
 		f := &flashSale{o: o, srv: srv, c: c, flights: flights, pop: newPopularity(len(flights), o.Zipf),
 			pay: payments && o.PayShare > 0, waitingRoom: strings.HasPrefix(m.Features["waitingRoom"], "on"),
-			pollEvery: min(time.Second, o.WaitMax/4)}
+			pollEvery: min(time.Second, o.WaitMax/4), customers: srv.tokenBook(saleCustomers, scheduledCount(o.Rate, o.Duration))}
 		if !f.pay && payments {
 			m.Features["payments"] = "off (--pay-share 0)"
 		}

@@ -25,13 +25,14 @@ var carCities = []string{"HN", "HCM", "DN"}
 // thousands of times a second over a handful of popular periods, and held
 // hundreds of times a second.
 type carPeak struct {
-	o       *Options
-	srv     *server
-	loop    *openLoop
-	cars    []int64
-	pop     popularity
-	base    time.Time // first pickup day, 09:00 in Vietnam
-	periods [][2]time.Time
+	o         *Options
+	srv       *server
+	loop      *openLoop
+	cars      []int64
+	pop       popularity
+	base      time.Time // first pickup day, 09:00 in Vietnam
+	periods   [][2]time.Time
+	customers *tokenBook // hold i is customer saleCustomers+i's
 }
 
 // setupCars lists the cars through the host API, a few at a time.
@@ -70,7 +71,8 @@ func newCarPeak(o *Options, srv *server, cars []int64) *carPeak {
 	vn := time.FixedZone("+07:00", 7*3600)
 	now := time.Now().In(vn)
 	base := time.Date(now.Year(), now.Month(), now.Day(), 9, 0, 0, 0, vn).AddDate(0, 0, 7)
-	p := &carPeak{o: o, srv: srv, cars: cars, pop: newPopularity(len(cars), o.Zipf), base: base}
+	p := &carPeak{o: o, srv: srv, cars: cars, pop: newPopularity(len(cars), o.Zipf), base: base,
+		customers: srv.tokenBook(saleCustomers, scheduledCount(o.CarHoldRate, o.Duration))}
 	// The popular searches: the next weekends and a few weeks, so that
 	// many customers ask the same question, as they do before a holiday.
 	for k := range 8 {
@@ -114,6 +116,6 @@ func (p *carPeak) hold(ctx context.Context, i int64, sched time.Time) {
 	body, _ := json.Marshal(map[string]any{"carId": p.cars[p.pop.pick(rng)],
 		"from": from.Format(time.RFC3339), "to": to.Format(time.RFC3339)})
 	p.loop.timed(ctx, "car-hold", sched, call{method: http.MethodPost, url: p.srv.at(i) + "/bookings",
-		token: p.srv.token(auth.Customer, saleCustomers+i), body: body, decode: true,
+		token: p.customers.of(i), body: body, decode: true,
 		header: map[string]string{"Idempotency-Key": fmt.Sprintf("bench-car-%d-%s", i, randomHex(6))}})
 }

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"berth.dev/berth/internal/auth"
 )
 
 // Names of the closed-loop measurements.
@@ -57,16 +55,17 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 		}
 		hot := planes[k]
 		name := []string{HotFlightOne, HotFlight, HotFlightMore}[k]
-		customers := int64(hotCustomers + 3_000_000*k)
+		limit := len(hot) * hotPairsPerPlane
+		customers := srv.tokenBook(int64(hotCustomers+3_000_000*k), limit)
 		profiling := protect && k == 1 && o.HotProfile != nil && pprof.StartCPUProfile(o.HotProfile) == nil
 		res := runClosed(ctx, closedSpec{
 			name: name, what: fmt.Sprintf("holds of two seats committed on one flight at a time, %d clients", clients),
-			clients: clients, dur: o.ClosedDuration, limit: int64(len(hot) * hotPairsPerPlane), good: "201", timeout: o.Timeout,
+			clients: clients, dur: o.ClosedDuration, limit: int64(limit), good: "201", timeout: o.Timeout,
 		}, func(ctx context.Context, i int64) answer {
 			flightID, seats := hotPair(hot, i)
 			body, _ := json.Marshal(holdBody{FlightID: flightID, FareClass: "ECONOMY", Seats: seats})
 			return c.do(ctx, call{method: http.MethodPost, url: srv.at(i) + "/bookings",
-				token: srv.token(auth.Customer, customers+i), body: body})
+				token: customers.of(i), body: body})
 		})
 		if profiling {
 			pprof.StopCPUProfile()
@@ -78,16 +77,12 @@ func closedLoops(ctx context.Context, o *Options, c *client, srv *server, pool *
 		out = append(out, res)
 	}
 
-	// Rejections are sent by a fixed set of customers (tokens made
-	// beforehand, so the client spends its time on requests).
-	tokens := make([]string, rejectTokenSlots)
-	for k := range tokens {
-		tokens[k] = srv.token(auth.Customer, rejectCustomers+int64(k))
-	}
+	// Rejections are sent by a fixed set of customers.
+	rejecters := srv.tokenBook(rejectCustomers, rejectTokenSlots)
 	reject := func(name, what, good string, body []byte, base func(int64) string) *ClosedResult {
 		return runClosed(ctx, closedSpec{name: name, what: what, clients: o.RejectClients, dur: o.ClosedDuration, good: good, timeout: o.Timeout},
 			func(ctx context.Context, i int64) answer {
-				return c.do(ctx, call{method: http.MethodPost, url: base(i) + "/bookings", token: tokens[i%rejectTokenSlots], body: body})
+				return c.do(ctx, call{method: http.MethodPost, url: base(i) + "/bookings", token: rejecters.of(i % rejectTokenSlots), body: body})
 			})
 	}
 

@@ -28,6 +28,7 @@ type flashSale struct {
 	// waiting room (set up by the caller after probing).
 	pay, waitingRoom bool
 	pollEvery        time.Duration
+	customers        *tokenBook // hold i is customer saleCustomers+i's
 }
 
 // setupSale creates the sale's flights and, in protected mode with the
@@ -90,7 +91,7 @@ func (f *flashSale) hold(ctx context.Context, i int64, sched time.Time) {
 	req := saleHold(rng, f.flights, f.pop, f.o.SeatShare)
 	pays := rng.Float64() < f.o.PayShare
 	body, _ := json.Marshal(req)
-	tok := f.srv.token(auth.Customer, saleCustomers+i)
+	tok := f.customers.of(i)
 	base := f.srv.at(i) // the customer's later requests go to the same berth
 	a := f.loop.timed(ctx, "hold", sched, call{method: http.MethodPost, url: base + "/bookings", token: tok, body: body, decode: true})
 	switch {

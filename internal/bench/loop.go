@@ -56,7 +56,13 @@ func newOpenLoop(c *client, start time.Time, dur, drain, timeout time.Duration, 
 
 // total is how many requests a stream schedules.
 func (l *openLoop) total(s stream) int64 {
-	return int64(s.rate * l.end.Sub(l.start).Seconds())
+	return int64(scheduledCount(s.rate, l.end.Sub(l.start)))
+}
+
+// scheduledCount is how many requests a stream of rate a second schedules
+// in dur.
+func scheduledCount(rate float64, dur time.Duration) int {
+	return int(rate * dur.Seconds())
 }
 
 // run runs the streams to the end and waits for their follow-ups.
