@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/auth"
 )
 
 func TestHistQuantilesWithinOnePercent(t *testing.T) {
@@ -311,5 +312,21 @@ func TestHotPairsAreDistinctSeats(t *testing.T) {
 	}
 	if n := hotFlightCount(5 * time.Second); n*hotPairsPerPlane < 5*hotPlanRate {
 		t.Errorf("%d hot flights hold %d pairs, fewer than 5 s at %d/s", n, n*hotPairsPerPlane, hotPlanRate)
+	}
+}
+
+// A token book gives customer first+i the token of customer first+i, from
+// the book or, past its end, signed then.
+func TestTokenBookSignsEachCustomersOwnToken(t *testing.T) {
+	srv := &server{secret: []byte("0123456789abcdef-bench-secret")}
+	b := srv.tokenBook(1_000, 5)
+	for _, i := range []int64{0, 3, 4, 5, 70} {
+		c, err := auth.Verify(srv.secret, b.of(i), time.Now())
+		if err != nil || c.ID != 1_000+i || c.Role != auth.Customer {
+			t.Errorf("token %d: %+v, %v; want customer %d", i, c, err, 1_000+i)
+		}
+	}
+	if n := len(srv.tokenBook(1, maxTokenBook+10).toks); n != maxTokenBook {
+		t.Errorf("a book of maxTokenBook+10 holds %d tokens, want %d", n, maxTokenBook)
 	}
 }

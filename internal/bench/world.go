@@ -214,8 +214,14 @@ type tokenBook struct {
 	toks  []string
 }
 
-// tokenBook signs the tokens of n customers from first, on every CPU.
+// maxTokenBook bounds a book (about 200 bytes a token): a longer or faster
+// run signs the rest as it goes.
+const maxTokenBook = 200_000
+
+// tokenBook signs the tokens of n customers from first (at most
+// maxTokenBook), on every CPU.
 func (s *server) tokenBook(first int64, n int) *tokenBook {
+	n = min(n, maxTokenBook)
 	b := &tokenBook{srv: s, first: first, toks: make([]string, n)}
 	workers := runtime.GOMAXPROCS(0)
 	var wg sync.WaitGroup
