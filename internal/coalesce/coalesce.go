@@ -386,11 +386,11 @@ func (c *Coalescer[K, R, T]) newLine() *codel.Queue {
 	})
 }
 
-// drop forgets the queue of a key gone idle, under c.mu.
+// drop forgets the queue of a key gone idle, under c.mu. The queue has
+// drained, a wait of none: that ends its standing, and its count in the
+// gauge, through the line's own change callback.
 func (c *Coalescer[K, R, T]) drop(key K, q *queue[R, T]) {
-	if q.line.Standing() {
-		c.standing.Dec()
-	}
+	q.line.Waited(0)
 	delete(c.queues, key)
 }
 

@@ -13,8 +13,12 @@ import (
 type lineLimit struct {
 	every time.Duration
 	mu    sync.Mutex
-	kinds map[string]*lineKind // a few: one per message and problem code
+	kinds map[lineKey]*lineKind // a few: one per message and route
 }
+
+// lineKey is a kind of line: its message and the route it was written for
+// (a struct, so that telling kinds apart allocates nothing).
+type lineKey struct{ msg, route string }
 
 type lineKind struct {
 	next time.Time // the earliest a line of this kind may be written again
@@ -22,12 +26,12 @@ type lineKind struct {
 }
 
 func newLineLimit(every time.Duration) *lineLimit {
-	return &lineLimit{every: every, kinds: make(map[string]*lineKind)}
+	return &lineLimit{every: every, kinds: make(map[lineKey]*lineKind)}
 }
 
 // allow reports whether a line of kind may be written at now, and, when it
 // may, how many were left out before it.
-func (l *lineLimit) allow(kind string, now time.Time) (ok bool, left int) {
+func (l *lineLimit) allow(kind lineKey, now time.Time) (ok bool, left int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := l.kinds[kind]

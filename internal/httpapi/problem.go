@@ -102,7 +102,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // route, with how many like it were left out since the last line
 // (lineLimit): an overload refuses thousands a second.
 func (s *Server) warnLimited(r *http.Request, msg string, args ...any) {
-	ok, left := s.refusals.allow(msg+" "+r.Pattern, s.Clock.Now())
+	ok, left := s.refusals.allow(lineKey{msg, r.Pattern}, s.Clock.Now())
 	if !ok {
 		return
 	}
