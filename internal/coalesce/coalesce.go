@@ -38,6 +38,14 @@ type Config[K comparable, R, T any] struct {
 	// Busy is the error of a request shed because its batch did not start
 	// within QueueWait (a 503).
 	Busy func(key K) error
+	// Shared reports whether an error Many returned for a whole batch is
+	// one each of its requests would meet alone, such as the database
+	// refusing or losing the connection: every request then gets it. Other
+	// errors of a batch of several are no single request's doing, so each
+	// request is tried again in a batch of its own. A deadline (no
+	// connection within the shed budget, or a stuck database) is always
+	// shared. nil: only the deadline is.
+	Shared func(err error) bool
 
 	// MaxBatch is the most requests in one batch (at least 1).
 	MaxBatch int
@@ -421,10 +429,12 @@ func (c *Coalescer[K, R, T]) flush(key K, batch []*Call[R, T]) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].Ctx), 30*time.Second)
 	defer cancel()
 	err := c.cfg.Many(ctx, key, batch)
-	if err != nil && (len(batch) == 1 || errors.Is(err, context.DeadlineExceeded)) {
-		// Alone, or no connection within the shed budget (or the database
-		// is stuck): every request of the batch would wait the same way
-		// alone.
+	if err != nil && (len(batch) == 1 || c.shared(err)) {
+		// Alone, or an error every request of the batch would meet alone:
+		// trying each again would multiply the load on a database that is
+		// stuck or away, and a batch that may have committed before its
+		// connection was lost must not be tried again here (its requests'
+		// retries find what it made).
 		for _, cl := range batch {
 			cl.Err = err
 		}
@@ -439,6 +449,12 @@ func (c *Coalescer[K, R, T]) flush(key K, batch []*Call[R, T]) {
 			cl.Out, cl.Err = c.alone(cl.Ctx, key, cl.Req)
 		}
 	}
+}
+
+// shared reports whether err, a whole batch's, is each of its requests'
+// (Config.Shared).
+func (c *Coalescer[K, R, T]) shared(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || (c.cfg.Shared != nil && c.cfg.Shared(err))
 }
 
 // Overloaded is a Config.Busy for holds on a key that names a thing (such

@@ -3,6 +3,7 @@ package coalesce_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,6 +123,64 @@ func TestFailedBatchIsDecidedOneByOne(t *testing.T) {
 	apptest.Eventually(t, 10*time.Second, "the key's queue to go", func() bool { return c.Keys() == 0 })
 	if n := c.Spawned(); n != 1 {
 		t.Errorf("%d flushing goroutines, want 1", n)
+	}
+}
+
+// An error of a whole batch that Config.Shared calls shared (the database
+// refused or lost the connection) is every request's: none is tried again
+// alone, which would only multiply the load on a database that is away.
+func TestSharedErrorIsEveryRequests(t *testing.T) {
+	t.Parallel()
+	g := newGated()
+	errAway := errors.New("database away")
+	g.fail = func(reqs []int) error {
+		if len(reqs) > 1 {
+			return fmt.Errorf("hold: %w", errAway)
+		}
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	c := coalesce.New(coalesce.Config[string, int, int]{
+		Many: g.many, Busy: func(string) error { return errBusy },
+		Shared:   func(err error) bool { return errors.Is(err, errAway) },
+		MaxBatch: 64, Flushes: 1, Metric: "test_batch", What: "Tests", Registry: reg,
+	})
+	errs := make(chan error, 4)
+	do := func(r int) {
+		_, err := c.Do(context.Background(), "k", r)
+		errs <- err
+	}
+	go do(1)
+	<-g.started
+	for r := 2; r <= 4; r++ {
+		go do(r)
+	}
+	apptest.Eventually(t, 10*time.Second, "three requests to queue", func() bool { return c.Waiting("k") == 3 })
+	close(g.release)
+	failed := 0
+	for range 4 {
+		select {
+		case err := <-errs:
+			if err == nil {
+				continue
+			}
+			failed++
+			if !errors.Is(err, errAway) {
+				t.Errorf("%v, want the batch's own error", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a request got no answer")
+		}
+	}
+	if failed != 3 {
+		t.Errorf("%d requests failed, want the batch's 3", failed)
+	}
+	// The lone first (served), then the three together, and nothing alone.
+	if got := g.sizes(); len(got) != 2 || got[0] != 1 || got[1] != 3 {
+		t.Errorf("batch sizes %v, want [1 3]", got)
+	}
+	if n := apptest.Metric(t, reg, "test_batch_fallbacks_total"); n != 0 {
+		t.Errorf("%g batches retried one by one, want none", n)
 	}
 }
 

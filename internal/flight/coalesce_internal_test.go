@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/pg"
 	"berth.dev/berth/internal/pg/pgtest"
 )
 
@@ -144,5 +146,64 @@ func TestPanickedLoneHoldLeavesNoQueue(t *testing.T) {
 	}()
 	if n := svc.coalescer.Keys(); n != 0 {
 		t.Errorf("%d flight queues left after the panic, want none", n)
+	}
+}
+
+// Holds batched while the database refuses connections all get its
+// refusal (a 503 with Retry-After over HTTP) from their one batch: none is
+// tried again alone, which would make each a connection attempt on a
+// database that is away or out of connections.
+func TestBatchRefusedByTheDatabaseIsNotRetriedAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Nothing listens on port 1 of the loopback: every connection is refused.
+	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:1/berth?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
+	reg := prometheus.NewRegistry()
+	c := newCoalescer(svc, Config{MaxBatch: 64, Flushes: 1, Linger: 200 * time.Millisecond, Registry: reg})
+	const holds = 8
+	errs := make(chan error, holds)
+	start := make(chan struct{})
+	for i := range holds {
+		go func() {
+			<-start
+			_, err := c.Do(ctx, 1, HoldRequest{CustomerID: int64(i + 1), FlightID: 1, FareClass: "ECONOMY", Quantity: 1})
+			errs <- err
+		}()
+	}
+	close(start)
+	for range holds {
+		select {
+		case err := <-errs:
+			if !pg.Refused(err) {
+				t.Errorf("hold: %v, want the database's refusal", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a hold got no answer")
+		}
+	}
+	var batches uint64
+	fallbacks := -1.0
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		switch f.GetName() {
+		case "berth_hold_batch_size":
+			batches = f.GetMetric()[0].GetHistogram().GetSampleCount()
+		case "berth_hold_batch_fallbacks_total":
+			fallbacks = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if batches == 0 || batches == holds {
+		t.Fatalf("%d batches for %d holds: none was batched, so the test proves nothing", batches, holds)
+	}
+	if fallbacks != 0 {
+		t.Errorf("%g refused batches retried one hold at a time, want none", fallbacks)
 	}
 }

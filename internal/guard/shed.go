@@ -3,19 +3,16 @@ package guard
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/pg"
 )
 
 // Load shedding: when the database is slow or the pool is busy, a request
@@ -72,10 +69,10 @@ func AsOverload(ctx context.Context, err error) error {
 	if err == nil || fault.CodeOf(err) != "" {
 		return err
 	}
-	if DatabaseRefused(err) {
+	if pg.Refused(err) {
 		return overloadedBy(err, "the database cannot take the request now; try again shortly")
 	}
-	if DatabaseLost(err) {
+	if pg.Lost(err) {
 		return overloadedBy(err, "the connection to the database was lost; try again shortly")
 	}
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.Canceled) {
@@ -89,40 +86,6 @@ func overloadedBy(err error, detail string) *fault.Error {
 	e := Overloaded("%s", detail)
 	e.Err = err
 	return e
-}
-
-// DatabaseRefused reports whether err is PostgreSQL declining a connection.
-func DatabaseRefused(err error) bool {
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		return true
-	}
-	var pe *pgconn.PgError
-	// too_many_connections, cannot_connect_now
-	return errors.As(err, &pe) && (pe.Code == "53300" || pe.Code == "57P03")
-}
-
-// DatabaseLost reports whether err is a connection lost under a request:
-// the network failed on an open connection, or PostgreSQL ended it
-// (admin_shutdown, crash_shutdown, a connection exception). When pgx knows
-// nothing reached the server (pgconn.SafeToRetry) the request had no
-// effect; otherwise a retry under its Idempotency-Key finds what it made.
-// Either way the client is told to come back, never given a 500.
-func DatabaseLost(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false // the request's own deadline or its client leaving
-	}
-	if pgconn.SafeToRetry(err) {
-		return true
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "57P01" || pe.Code == "57P02" || strings.HasPrefix(pe.Code, "08")
-	}
-	var ne net.Error
-	return errors.Is(err, pgconn.ErrConnClosed) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.As(err, &ne)
 }
 
 // lane is a counting semaphore with a bounded wait.

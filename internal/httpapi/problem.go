@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guard"
+	"berth.dev/berth/internal/pg"
 )
 
 // statusOf is the one table from error codes to HTTP statuses.
@@ -67,7 +68,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		})
 		return
 	}
-	if fe.Code == fault.Overloaded && guard.DatabaseRefused(fe.Err) {
+	if fe.Code == fault.Overloaded && pg.Refused(fe.Err) {
 		// Not load that shedding answers: the database is away or full.
 		s.warnLimited(r, "database refused a connection", "err", fe.Err)
 	}
