@@ -197,7 +197,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 	}
 	a.Flights = flight.NewService(pool, o.Clock, flight.Config{
 		HoldTTL: cfg.FlightHoldTTL, HoldLimit: holdLimit, OfferTTL: cfg.WaitlistOfferTTL, SeatMapTTL: o.SeatMapTTL, SearchTTL: 3 * time.Second,
-		Buckets: cfg.FareBuckets, Coalesce: cfg.Protect, MaxBatch: cfg.HoldBatch, QueueWait: cfg.ShedWait, Slots: slots,
+		Buckets: cfg.FareBuckets, Coalesce: cfg.Protect, MaxBatch: cfg.HoldBatch, Flushes: cfg.HoldFlushes, QueueWait: cfg.ShedWait, Slots: slots,
 		Log: o.Log, Registry: o.Registry, Reads: a.reads(),
 	})
 	a.Life = booking.NewLifecycle(o.Clock, map[booking.Kind]booking.Inventory{

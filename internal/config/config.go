@@ -61,6 +61,9 @@ type Config struct {
 	// HoldBatch is the most holds of one flight coalesced into one
 	// transaction (with Protect).
 	HoldBatch int
+	// HoldFlushes is how many batches of one flight's holds this process
+	// may have in the database at once (with Protect).
+	HoldFlushes int
 	// HoldConns is how many database connections holds may have at once
 	// in this process (with Protect), at most all but a quarter of the
 	// pool: about the database's cores over berth's processes.

@@ -155,6 +155,10 @@ func (c *Config) settings() []setting {
 			v: number(&c.FareBuckets, between(1, 64))},
 		{env: "BERTH_HOLD_BATCH", flag: "hold-batch", def: "64", help: "most holds of one flight coalesced into one transaction, with the surge layers on (1–1000)",
 			v: number(&c.HoldBatch, between(1, 1000))},
+		{env: "BERTH_HOLD_FLUSHES", flag: "hold-flushes", def: "4",
+			help: "batches of one flight's holds a process may have in the database at once, with the surge layers on (1–64): " +
+				"more overlap one batch's writes with another's commit, fewer make larger batches that cost the database less per hold",
+			v: number(&c.HoldFlushes, between(1, 64))},
 		{env: "BERTH_HOLD_CONNS", flag: "hold-conns", def: "4",
 			help: "database connections holds may use at once per process, with the surge layers on, at most three quarters of the pool (1–1000): " +
 				"about the database's cores divided by berth's processes; the rest wait their turn, or get 503 `overloaded` after `BERTH_SHED_WAIT`",

@@ -106,6 +106,7 @@ var bad = map[string][]string{
 	"BERTH_FARE_BUCKETS":         {"some", "0", "65"},
 	"BERTH_HOLD_BATCH":           {"some", "0", "1001"},
 	"BERTH_HOLD_CONNS":           {"few", "0", "1001"},
+	"BERTH_HOLD_FLUSHES":         {"many", "0", "65"},
 	"BERTH_LOG_LEVEL":            {"verbose", "INFO"},
 	// The hook secret is needed once a hook URL is set.
 	"BERTH_HOOK_SECRET": {"plain"},
@@ -179,8 +180,9 @@ func TestNamesAndDefaults(t *testing.T) {
 		"BERTH_REQUEST_LIMIT": "request-limit=100/1s", "BERTH_ADDRESS_LIMIT": "address-limit=1000/1s",
 		"BERTH_SHED_WAIT": "shed-wait=150ms", "BERTH_READ_MAX_LAG": "read-max-lag=5s", "BERTH_AUDIT_INTERVAL": "audit-interval=0s",
 		"BERTH_FARE_BUCKETS": "fare-buckets=1", "BERTH_HOLD_BATCH": "hold-batch=64", "BERTH_HOLD_CONNS": "hold-conns=4",
-		"BERTH_LOG_LEVEL": "log-level=info",
-		"":                "migrate=false",
+		"BERTH_HOLD_FLUSHES": "hold-flushes=4",
+		"BERTH_LOG_LEVEL":    "log-level=info",
+		"":                   "migrate=false",
 	}
 	c := Defaults()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)

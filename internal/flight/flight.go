@@ -97,11 +97,15 @@ type Config struct {
 	MaxBatch int
 	Linger   time.Duration
 	// Flushes is how many batches of one flight this process may have in
-	// the database at once (default 4): since hold_flight locks the fare
-	// buckets last, the batches write their bookings, seats and events side
-	// by side and queue only for the counter update and the commit. On two
-	// busy cores, 128 clients on one hot flight: 4 gave a median 860
-	// holds/s against 517 for 2 (three runs each); 8 did worse than both.
+	// the database at once (BERTH_HOLD_FLUSHES, default 4): since
+	// hold_flight locks the fare buckets last, the batches write their
+	// bookings, seats and events side by side and queue only for the
+	// counter update and the commit. Fewer make larger batches, and the
+	// database's cost per hold falls with a batch's size: on two cores,
+	// 32 clients on one hot flight, 1 made batches of 16 and left a fifth
+	// of the CPUs idle for as many holds/s as 4 (batches of 5, CPUs
+	// busy); with 128 clients, and in a flash sale, no difference stood
+	// out of the runs' spread (docs/scaling.md).
 	Flushes int
 	// QueueWait bounds how long a coalesced hold waits for its batch to
 	// start (0: no bound); past it the hold is answered 503 overloaded.
