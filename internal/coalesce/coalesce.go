@@ -33,7 +33,8 @@ type Call[R, T any] struct {
 type Config[K comparable, R, T any] struct {
 	// Many decides a batch of requests on key, all in one transaction,
 	// each all or nothing: it sets each call's Out or Err. A returned error
-	// means nothing of the batch was written.
+	// means nothing of the batch was written, unless the connection was
+	// lost once its commit had been sent (see Shared).
 	Many func(ctx context.Context, key K, batch []*Call[R, T]) error
 	// Busy is the error of a request shed because its batch did not start
 	// within QueueWait (a 503).
