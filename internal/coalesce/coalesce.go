@@ -16,6 +16,7 @@ import (
 
 	"berth.dev/berth/internal/codel"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/pg"
 )
 
 // Call is one request of a batch: Many reads Ctx and Req and sets Out and
@@ -34,19 +35,11 @@ type Config[K comparable, R, T any] struct {
 	// Many decides a batch of requests on key, all in one transaction,
 	// each all or nothing: it sets each call's Out or Err. A returned error
 	// means nothing of the batch was written, unless the connection was
-	// lost once its commit had been sent (see Shared).
+	// lost once its commit had been sent (see flush).
 	Many func(ctx context.Context, key K, batch []*Call[R, T]) error
 	// Busy is the error of a request shed because its batch did not start
 	// within QueueWait (a 503).
 	Busy func(key K) error
-	// Shared reports whether an error Many returned for a whole batch is
-	// one each of its requests would meet alone, such as the database
-	// refusing or losing the connection: every request then gets it. Other
-	// errors of a batch of several are no single request's doing, so each
-	// request is tried again in a batch of its own. A deadline (no
-	// connection within the shed budget, or a stuck database) is always
-	// shared. nil: only the deadline is.
-	Shared func(err error) bool
 
 	// MaxBatch is the most requests in one batch (at least 1).
 	MaxBatch int
@@ -430,7 +423,7 @@ func (c *Coalescer[K, R, T]) flush(key K, batch []*Call[R, T]) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].Ctx), 30*time.Second)
 	defer cancel()
 	err := c.cfg.Many(ctx, key, batch)
-	if err != nil && (len(batch) == 1 || c.shared(err)) {
+	if err != nil && (len(batch) == 1 || shared(err)) {
 		// Alone, or an error every request of the batch would meet alone:
 		// trying each again would multiply the load on a database that is
 		// stuck or away, and a batch that may have committed before its
@@ -452,10 +445,13 @@ func (c *Coalescer[K, R, T]) flush(key K, batch []*Call[R, T]) {
 	}
 }
 
-// shared reports whether err, a whole batch's, is each of its requests'
-// (Config.Shared).
-func (c *Coalescer[K, R, T]) shared(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || (c.cfg.Shared != nil && c.cfg.Shared(err))
+// shared reports whether err, a whole batch's, is one each of its requests
+// would meet alone: a deadline (no connection within the shed budget, or a
+// stuck database), or the database refusing or losing the connection
+// (pg.Away). Other errors of a batch of several are no single request's
+// doing, so each request is tried again in a batch of its own.
+func shared(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || pg.Away(err)
 }
 
 // Overloaded is a Config.Busy for holds on a key that names a thing (such

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,6 +64,20 @@ func (g *gated) sizes() []int {
 	return n
 }
 
+// queueBehindFirst sends request 1 with do and, while its batch runs,
+// requests 2, 3 and 4, then lets the first batch finish once the three
+// wait for the next.
+func (g *gated) queueBehindFirst(t *testing.T, c *coalesce.Coalescer[string, int, int], do func(r int)) {
+	t.Helper()
+	go do(1)
+	<-g.started
+	for r := 2; r <= 4; r++ {
+		go do(r)
+	}
+	apptest.Eventually(t, 10*time.Second, "three requests to queue", func() bool { return c.Waiting("k") == 3 })
+	close(g.release)
+}
+
 var errBusy = errors.New("busy")
 
 func newCoalescer(g *gated, queueWait time.Duration) *coalesce.Coalescer[string, int, int] {
@@ -96,13 +111,7 @@ func TestFailedBatchIsDecidedOneByOne(t *testing.T) {
 		}
 		answers <- answer{r, out}
 	}
-	go do(1)
-	<-g.started
-	for r := 2; r <= 4; r++ {
-		go do(r)
-	}
-	apptest.Eventually(t, 10*time.Second, "three requests to queue", func() bool { return c.Waiting("k") == 3 })
-	close(g.release)
+	g.queueBehindFirst(t, c, do)
 	for range 3 {
 		select {
 		case a := <-answers:
@@ -126,13 +135,13 @@ func TestFailedBatchIsDecidedOneByOne(t *testing.T) {
 	}
 }
 
-// An error of a whole batch that Config.Shared calls shared (the database
-// refused or lost the connection) is every request's: none is tried again
-// alone, which would only multiply the load on a database that is away.
+// An error of a whole batch that says the database refused or lost the
+// connection (pg.Away) is every request's: none is tried again alone,
+// which would only multiply the load on a database that is away.
 func TestSharedErrorIsEveryRequests(t *testing.T) {
 	t.Parallel()
 	g := newGated()
-	errAway := errors.New("database away")
+	errAway := io.ErrUnexpectedEOF // the connection lost mid-answer
 	g.fail = func(reqs []int) error {
 		if len(reqs) > 1 {
 			return fmt.Errorf("hold: %w", errAway)
@@ -142,7 +151,6 @@ func TestSharedErrorIsEveryRequests(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c := coalesce.New(coalesce.Config[string, int, int]{
 		Many: g.many, Busy: func(string) error { return errBusy },
-		Shared:   func(err error) bool { return errors.Is(err, errAway) },
 		MaxBatch: 64, Flushes: 1, Metric: "test_batch", What: "Tests", Registry: reg,
 	})
 	errs := make(chan error, 4)
@@ -150,13 +158,7 @@ func TestSharedErrorIsEveryRequests(t *testing.T) {
 		_, err := c.Do(context.Background(), "k", r)
 		errs <- err
 	}
-	go do(1)
-	<-g.started
-	for r := 2; r <= 4; r++ {
-		go do(r)
-	}
-	apptest.Eventually(t, 10*time.Second, "three requests to queue", func() bool { return c.Waiting("k") == 3 })
-	close(g.release)
+	g.queueBehindFirst(t, c, do)
 	failed := 0
 	for range 4 {
 		select {

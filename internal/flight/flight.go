@@ -171,7 +171,6 @@ func newCoalescer(s *Service, cfg Config) *coalesce.Coalescer[int64, HoldRequest
 	return coalesce.New(coalesce.Config[int64, HoldRequest, *booking.Booking]{
 		Many:     s.holdMany,
 		Busy:     coalesce.Overloaded[int64]("flight"),
-		Shared:   pg.Away,
 		MaxBatch: cfg.MaxBatch, Flushes: cfg.Flushes, Slots: cfg.Slots, Linger: cfg.Linger, Regroup: 2 * time.Millisecond,
 		QueueWait: cfg.QueueWait, Target: cfg.QueueWait / 8, Metric: "berth_hold_batch", What: "Flight holds", Registry: cfg.Registry, Log: cfg.Log,
 	})

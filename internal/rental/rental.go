@@ -21,7 +21,6 @@ import (
 	"berth.dev/berth/internal/cache"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/coalesce"
-	"berth.dev/berth/internal/pg"
 )
 
 // Service lists, finds and holds cars.
@@ -75,9 +74,8 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, life *booking.Lifecycle, cfg 
 		reloadAfter(min(time.Second, cfg.SearchTTL), cfg.SearchTTL))
 	if cfg.Queue {
 		s.coalescer = coalesce.New(coalesce.Config[int64, HoldRequest, *booking.Booking]{
-			Many:   s.holdMany,
-			Busy:   coalesce.Overloaded[int64]("car"),
-			Shared: pg.Away,
+			Many: s.holdMany,
+			Busy: coalesce.Overloaded[int64]("car"),
 			// One batch of a car at a time: the next waits for the car's
 			// row lock anyway, and is decided better once the first has
 			// committed.
