@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,13 +12,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/outbox"
+	"berth.dev/berth/internal/pg"
 )
 
 // crashOnce makes the relay fail between publishing and marking published
@@ -280,4 +284,37 @@ func TestBrokerDownBacklogGrowsServeAnswersThenDrains(t *testing.T) {
 func metricApp(t testing.TB, s *apptest.Server, name string) float64 {
 	t.Helper()
 	return metric(t, s.App.Registry, name, "")
+}
+
+// TestBatchTheDatabaseRefusedFailsWhole: when the database refuses the
+// connection, a consumer's batch fails as it is, with the database's
+// error, for the relay to offer again; its events are not tried one by one
+// against a database that is not there.
+func TestBatchTheDatabaseRefusedFailsWhole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Nothing listens on port 1 of the loopback address.
+	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:1/berth?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	reg := prometheus.NewRegistry()
+	log := slog.New(slog.DiscardHandler)
+	d := &events.Dispatcher{DB: pool, Clock: clock.System{}, Log: log, Metrics: events.NewMetrics(reg), Attempts: 2, Workers: 1}
+	rec := newRecorder("recorder")
+	evs := []events.Event{
+		{ID: "e1", Type: outbox.BookingHeld, BookingID: 1, Time: time.Now()},
+		{ID: "e2", Type: outbox.BookingHeld, BookingID: 2, Time: time.Now()},
+	}
+	err = d.DeliverAll(ctx, []events.Consumer{rec}, evs)
+	if !pg.Refused(err) {
+		t.Fatalf("DeliverAll: %v, want the database's refusal", err)
+	}
+	if n := metric(t, reg, "berth_consumer_batch_fallbacks_total", "recorder"); n != 0 {
+		t.Errorf("%g refused batches went one by one", n)
+	}
+	if n := rec.handled.Load(); n != 0 {
+		t.Errorf("the consumer handled %d events without a database", n)
+	}
 }

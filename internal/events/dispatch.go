@@ -189,7 +189,9 @@ func (d *Dispatcher) DeliverAll(ctx context.Context, consumers []Consumer, evs [
 // event: when one fails, the whole transaction rolls back and every event
 // of the batch goes through Deliver, one by one and in order, with its
 // retries and parking. An effect outside the database may then happen
-// twice, which it must bear anyway (at least once).
+// twice, which it must bear anyway (at least once). A batch whose
+// connection the database refused or lost (pg.Away) is not retried one by
+// one: it fails as a whole.
 func (d *Dispatcher) deliverBatch(ctx context.Context, c Consumer, evs []Event) error {
 	wanted := wantedBy(c, evs)
 	if len(wanted) == 0 {
@@ -205,7 +207,10 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, c Consumer, evs []Event) 
 		return err
 	})
 	if err != nil {
-		if ctx.Err() != nil {
+		// A database that refused or lost the connection is no event's
+		// fault: the pass fails, and the relay offers the batch again
+		// later, instead of knocking once more per event.
+		if ctx.Err() != nil || pg.Away(err) {
 			return err
 		}
 		d.Metrics.fallbacks.WithLabelValues(c.Name()).Inc()
