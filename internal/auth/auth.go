@@ -60,14 +60,25 @@ var ErrInvalid = errors.New("invalid token")
 // which refuses every algorithm but HS256. Both paths accept exactly the
 // same tokens (FuzzVerifyPathsAgree).
 func Verify(secret []byte, token string, now time.Time) (Caller, error) {
+	who, _, err := VerifyUntil(secret, token, now)
+	return who, err
+}
+
+// VerifyUntil is Verify that also returns when the token expires (every
+// token it accepts has an expiry), read from the claims Verify decodes.
+func VerifyUntil(secret []byte, token string, now time.Time) (Caller, time.Time, error) {
 	c, err := verifyIssued(secret, token, now)
 	if errors.Is(err, errOtherHeader) {
 		c, err = verifyLibrary(secret, token, now)
 	}
 	if err != nil {
-		return Caller{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return Caller{}, time.Time{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return caller(c)
+	who, err := caller(c)
+	if err != nil {
+		return Caller{}, time.Time{}, err
+	}
+	return who, c.ExpiresAt.Time, nil
 }
 
 // issuedHeader is the first segment of every token Issue writes:

@@ -25,6 +25,9 @@ func TestIssueVerify(t *testing.T) {
 	if c.ID != 42 || c.Role != Customer {
 		t.Errorf("caller = %+v, want 42/customer", c)
 	}
+	if _, exp, err := VerifyUntil(secret, tok, now); err != nil || !exp.Equal(now.Add(time.Hour)) {
+		t.Errorf("VerifyUntil: expires %s (%v), want %s", exp, err, now.Add(time.Hour))
+	}
 
 	if _, err := Verify(secret, tok, now.Add(61*time.Minute)); !errors.Is(err, ErrInvalid) {
 		t.Errorf("expired token: err = %v, want ErrInvalid", err)

@@ -1,9 +1,6 @@
 package httpapi
 
 import (
-	"encoding/base64"
-	"encoding/json"
-	"strings"
 	"sync"
 	"time"
 
@@ -53,15 +50,13 @@ func (tc *tokenCache) verify(secret []byte, token string, now time.Time) (auth.C
 	if ok && now.Before(e.expires) {
 		return e.caller, nil
 	}
-	c, err := auth.Verify(secret, token, now)
+	c, exp, err := auth.VerifyUntil(secret, token, now)
 	if err != nil {
 		return c, err
 	}
-	if exp, ok := expiry(token); ok {
-		tc.mu.Lock()
-		tc.put(token, cachedToken{caller: c, expires: exp})
-		tc.mu.Unlock()
-	}
+	tc.mu.Lock()
+	tc.put(token, cachedToken{caller: c, expires: exp})
+	tc.mu.Unlock()
 	return c, nil
 }
 
@@ -72,27 +67,4 @@ func (tc *tokenCache) put(token string, e cachedToken) {
 		tc.prev, tc.cur = tc.cur, make(map[string]cachedToken, maxCachedTokens/4)
 	}
 	tc.cur[token] = e
-}
-
-// expiry reads the exp claim of a token that auth.Verify accepted.
-func expiry(token string) (time.Time, bool) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return time.Time{}, false
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return time.Time{}, false
-	}
-	var claims struct {
-		Exp *json.Number `json:"exp"`
-	}
-	if err := json.Unmarshal(payload, &claims); err != nil || claims.Exp == nil {
-		return time.Time{}, false
-	}
-	f, err := claims.Exp.Float64()
-	if err != nil {
-		return time.Time{}, false
-	}
-	return time.Unix(int64(f), 0), true
 }

@@ -86,3 +86,29 @@ func TestTokenCacheIsBoundedUnderAFloodOfNewTokens(t *testing.T) {
 		t.Error("a token in steady use fell out of the cache")
 	}
 }
+
+// BenchmarkTokenCacheMiss is a request whose token the cache has not seen
+// (a sale's crowd arriving): the verification and the cache's insert.
+func BenchmarkTokenCacheMiss(b *testing.B) {
+	secret := []byte("0123456789abcdef-secret")
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	// More tokens than the cache's two generations hold, taken in turn:
+	// each has left the cache before its turn comes again.
+	toks := make([]string, 3*maxCachedTokens)
+	for i := range toks {
+		tok, err := auth.Issue(secret, int64(i+1), auth.Customer, now, time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		toks[i] = tok
+	}
+	tc := newTokenCache()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := tc.verify(secret, toks[i%len(toks)], now); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
