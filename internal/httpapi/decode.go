@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -38,38 +39,28 @@ func decodeJSON(body []byte, dst any) error {
 	if !utf8.Valid(body) {
 		return fault.New(fault.InvalidRequest, "the body must be UTF-8")
 	}
-	if err := checkKeys(json.NewDecoder(bytes.NewReader(body)), reflect.TypeOf(dst)); err != nil {
-		return err
-	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return decodeError(err)
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return decodeError(err)
-		}
 		return fault.New(fault.InvalidRequest, "the body must hold one JSON value")
 	}
-	return nil
+	return checkKeys(body, reflect.TypeOf(dst))
 }
 
-// checkKeys walks one JSON value from dec beside the Go type t it will be
-// decoded into, and refuses an object with a key twice, or with a key
-// that matches a struct field only when case is ignored. Syntax errors
-// are left to the decoder, which reports them with their offset.
-func checkKeys(dec *json.Decoder, t reflect.Type) error {
-	tok, err := dec.Token()
-	if err == nil {
-		err = checkValue(dec, tok, t, 0)
-	}
-	var fe *fault.Error
-	if !errors.As(err, &fe) {
-		err = nil // a syntax error: the decoder reports it, with its offset
-	}
-	return err
+// checkKeys walks body, one valid JSON value that encoding/json decoded
+// into the Go type t, beside t, and refuses an object with a key twice, or
+// with a key that matches a struct field only when case is ignored (which
+// encoding/json accepts).
+//
+// It reads the bytes itself rather than through json.Decoder.Token, which
+// allocates for every token: this check runs for every hold, accepted or
+// refused, and the token walk was most of its decoding's cost.
+func checkKeys(body []byte, t reflect.Type) error {
+	w := keyWalk{b: body}
+	return w.value(t, 0)
 }
 
 // maxDepth bounds the nesting checkKeys follows (the decoder's own limit
@@ -78,47 +69,43 @@ const maxDepth = 64
 
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
 
-func checkValue(dec *json.Decoder, tok json.Token, t reflect.Type, depth int) error {
+// keyWalk reads a valid JSON document from b, at i.
+type keyWalk struct {
+	b []byte
+	i int
+}
+
+// value checks the value at w.i, to be decoded into t (nil: anything),
+// and moves past it.
+func (w *keyWalk) value(t reflect.Type, depth int) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if t != nil && (t.Kind() == reflect.Interface || reflect.PointerTo(t).Implements(unmarshaler)) {
 		t = nil // decoded by itself, or into anything: keys are only checked for duplicates
 	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return nil
-	}
-	if depth > maxDepth {
-		return fault.New(fault.InvalidRequest, "the body is nested more than %d levels deep", maxDepth)
-	}
-	switch d {
+	w.space()
+	switch w.b[w.i] {
 	case '[':
+		if depth > maxDepth {
+			return tooDeep()
+		}
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			if err := checkValue(dec, tok, elem, depth+1); err != nil {
-				return err
-			}
-		}
+		return w.each(']', func() error { return w.value(elem, depth+1) })
 	case '{':
+		if depth > maxDepth {
+			return tooDeep()
+		}
 		var fields map[string]reflect.Type
 		if t != nil && t.Kind() == reflect.Struct {
 			fields = jsonFields(t)
 		}
 		seen := map[string]bool{}
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := tok.(string)
+		return w.each('}', func() error {
+			key := w.key()
 			if seen[key] {
 				return &fault.Error{Code: fault.InvalidRequest, Field: key, Detail: fmt.Sprintf("%s: the key appears twice", key)}
 			}
@@ -138,21 +125,95 @@ func checkValue(dec *json.Decoder, tok json.Token, t reflect.Type, depth int) er
 			case t != nil && t.Kind() == reflect.Map:
 				vt = t.Elem()
 			}
-			if tok, err = dec.Token(); err != nil {
-				return err
-			}
-			if err := checkValue(dec, tok, vt, depth+1); err != nil {
-				return err
-			}
+			w.space()
+			w.i++ // the colon
+			return w.value(vt, depth+1)
+		})
+	case '"':
+		w.str()
+	default: // a number, true, false or null
+		for w.i < len(w.b) && strings.IndexByte(",]} \t\n\r", w.b[w.i]) < 0 {
+			w.i++
 		}
 	}
-	_, _ = dec.Token() // the closing delimiter
 	return nil
 }
 
+// each calls item for each element of the array or object at w.i, whose
+// closing delimiter is end, and moves past it.
+func (w *keyWalk) each(end byte, item func() error) error {
+	w.i++ // the opening delimiter
+	w.space()
+	if w.b[w.i] == end {
+		w.i++
+		return nil
+	}
+	for {
+		if err := item(); err != nil {
+			return err
+		}
+		w.space()
+		c := w.b[w.i]
+		w.i++ // a comma, or end
+		if c == end {
+			return nil
+		}
+	}
+}
+
+// key reads the object key at w.i (after any space), as encoding/json
+// reads it.
+func (w *keyWalk) key() string {
+	w.space()
+	raw := w.str()
+	if !bytes.ContainsRune(raw, '\\') {
+		return string(raw[1 : len(raw)-1])
+	}
+	var key string
+	_ = json.Unmarshal(raw, &key) // valid JSON: a string
+	return key
+}
+
+// str moves past the string at w.i and returns it, quotes included.
+func (w *keyWalk) str() []byte {
+	from := w.i
+	for w.i++; w.b[w.i] != '"'; w.i++ {
+		if w.b[w.i] == '\\' {
+			w.i++ // the escaped character
+		}
+	}
+	w.i++
+	return w.b[from:w.i]
+}
+
+func (w *keyWalk) space() {
+	for w.i < len(w.b) && strings.IndexByte(" \t\n\r", w.b[w.i]) >= 0 {
+		w.i++
+	}
+}
+
+func tooDeep() error {
+	return fault.New(fault.InvalidRequest, "the body is nested more than %d levels deep", maxDepth)
+}
+
+// fieldsByType keeps jsonFields' answers: berth decodes a few request
+// types, each of them on every request.
+var fieldsByType sync.Map // reflect.Type → map[string]reflect.Type
+
 // jsonFields maps the JSON names of struct t's fields (embedded structs'
-// included) to their types, as encoding/json names them.
+// included) to their types, as encoding/json names them. The map is
+// shared: it must not be changed.
 func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if f, ok := fieldsByType.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	f := readFields(t)
+	fieldsByType.Store(t, f)
+	return f
+}
+
+// readFields is jsonFields without the cache.
+func readFields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for f := range t.Fields() {
 		tag := f.Tag.Get("json")
