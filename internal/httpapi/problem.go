@@ -44,7 +44,7 @@ type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
 	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
+	Detail string `json:"detail"`
 	Code   string `json:"code"`
 	Field  string `json:"field,omitempty"`
 }
@@ -62,10 +62,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			return
 		}
 		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeProblem(w, http.StatusInternalServerError, map[string]any{
-			"type": problemBase + "internal", "title": "Internal Server Error", "status": 500,
-			"detail": "internal error", "code": "internal",
-		})
+		writeProblem(w, http.StatusInternalServerError, Problem{
+			Type: problemBase + "internal", Title: "Internal Server Error", Status: 500,
+			Detail: "internal error", Code: "internal",
+		}, nil)
 		return
 	}
 	if fe.Code == fault.Overloaded && pg.Refused(fe.Err) {
@@ -80,23 +80,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if fe.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((fe.RetryAfter+999_999_999)/1_000_000_000)))
 	}
-	doc := map[string]any{
-		"type":   problemBase + string(fe.Code),
-		"title":  http.StatusText(status),
-		"status": status,
-		"detail": fe.Detail,
-		"code":   string(fe.Code),
-	}
-	if fe.Field != "" {
-		doc["field"] = fe.Field
-	}
-	for k, v := range fe.Extra {
-		doc[k] = v
-	}
 	if status >= 500 {
 		s.warnLimited(r, "request refused", "code", fe.Code, "err", err)
 	}
-	writeProblem(w, status, doc)
+	writeProblem(w, status, Problem{
+		Type: problemBase + string(fe.Code), Title: http.StatusText(status), Status: status,
+		Detail: fe.Detail, Code: string(fe.Code), Field: fe.Field,
+	}, fe.Extra)
 }
 
 // warnLimited logs a refusal at most once a second for each message and
@@ -114,10 +104,25 @@ func (s *Server) warnLimited(r *http.Request, msg string, args ...any) {
 	s.log.Warn(msg, args...)
 }
 
-func writeProblem(w http.ResponseWriter, status int, doc map[string]any) {
+// writeProblem answers p, with the members of extra beside its own (the
+// waiting room's position, say). Most problems have none, and are encoded
+// from the struct: encoding a map sorts its keys and reflects on each
+// value, which was a tenth of the handler's CPU for a refused hold.
+func writeProblem(w http.ResponseWriter, status int, p Problem, extra map[string]any) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
+	if len(extra) == 0 {
+		_ = json.NewEncoder(w).Encode(p)
+		return
+	}
+	doc := map[string]any{"type": p.Type, "title": p.Title, "status": p.Status, "detail": p.Detail, "code": p.Code}
+	if p.Field != "" {
+		doc["field"] = p.Field
+	}
+	for k, v := range extra {
+		doc[k] = v
+	}
 	_ = json.NewEncoder(w).Encode(doc)
 }
 
