@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/app"
@@ -22,6 +21,7 @@ import (
 	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
+	"berth.dev/berth/internal/pg/pgtest"
 )
 
 // crashOnce makes the relay fail between publishing and marking published
@@ -292,22 +292,15 @@ func metricApp(t testing.TB, s *apptest.Server, name string) float64 {
 // against a database that is not there.
 func TestBatchTheDatabaseRefusedFailsWhole(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	// Nothing listens on port 1 of the loopback address.
-	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:1/berth?connect_timeout=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	reg := prometheus.NewRegistry()
-	log := slog.New(slog.DiscardHandler)
-	d := &events.Dispatcher{DB: pool, Clock: clock.System{}, Log: log, Metrics: events.NewMetrics(reg), Attempts: 2, Workers: 1}
+	d := &events.Dispatcher{DB: pgtest.Refusing(t), Clock: clock.System{}, Log: slog.New(slog.DiscardHandler),
+		Metrics: events.NewMetrics(reg), Attempts: 2, Workers: 1}
 	rec := newRecorder("recorder")
 	evs := []events.Event{
 		{ID: "e1", Type: outbox.BookingHeld, BookingID: 1, Time: time.Now()},
 		{ID: "e2", Type: outbox.BookingHeld, BookingID: 2, Time: time.Now()},
 	}
-	err = d.DeliverAll(ctx, []events.Consumer{rec}, evs)
+	err := d.DeliverAll(context.Background(), []events.Consumer{rec}, evs)
 	if !pg.Refused(err) {
 		t.Fatalf("DeliverAll: %v, want the database's refusal", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/internal/booking"
@@ -156,13 +155,7 @@ func TestPanickedLoneHoldLeavesNoQueue(t *testing.T) {
 func TestBatchRefusedByTheDatabaseIsNotRetriedAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	// Nothing listens on port 1 of the loopback: every connection is refused.
-	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:1/berth?connect_timeout=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	svc := NewService(pool, clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
+	svc := NewService(pgtest.Refusing(t), clock.NewFake(epoch), Config{HoldTTL: 10 * time.Minute})
 	reg := prometheus.NewRegistry()
 	c := newCoalescer(svc, Config{MaxBatch: 64, Flushes: 1, Linger: 200 * time.Millisecond, Registry: reg})
 	const holds = 8

@@ -92,6 +92,19 @@ func Open(t testing.TB, url string) *pgxpool.Pool {
 	return pool
 }
 
+// Refusing returns a pool whose every connection is refused: it points at
+// port 1 of the loopback address, where nothing listens. It is closed when
+// t ends.
+func Refusing(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/berth?connect_timeout=2")
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // ensureTemplate returns the name of the template database for the current
 // migrations, creating and migrating it first if needed. The template is
 // built under another name and renamed when complete, so a run that dies
