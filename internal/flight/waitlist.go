@@ -60,13 +60,19 @@ type WaitEntry struct {
 // waitColumns are the columns scanWait reads, of waitlist w as it reads at
 // $1: an OFFERED entry whose offer has run out (its booking reads EXPIRED,
 // see booking.AsOf) reads DONE from that instant, as the sweeper will
-// record it.
+// record it; a WAITING entry reads DONE, at position 0, once its flight
+// has departed: its line is closed and will never be offered anything.
 const waitColumns = `w.id, w.flight_id, w.fare_class, w.customer_id, w.quantity,
 	CASE WHEN w.status = 'OFFERED' AND EXISTS (SELECT 1 FROM booking b WHERE b.id = w.booking_id
-		AND b.status = 'HELD' AND b.hold_expires_at <= $1) THEN 'DONE' ELSE w.status END,
+		AND b.status = 'HELD' AND b.hold_expires_at <= $1) THEN 'DONE'
+	WHEN w.status = 'WAITING' AND ` + lineClosed + ` THEN 'DONE' ELSE w.status END,
 	coalesce(w.booking_id, 0), w.created_at,
-	CASE WHEN w.status = 'WAITING' THEN (SELECT count(*) FROM waitlist o WHERE o.flight_id = w.flight_id
-		AND o.fare_class = w.fare_class AND o.status = 'WAITING' AND o.id <= w.id) ELSE 0 END`
+	CASE WHEN w.status = 'WAITING' AND NOT ` + lineClosed + ` THEN (SELECT count(*) FROM waitlist o
+		WHERE o.flight_id = w.flight_id AND o.fare_class = w.fare_class AND o.status = 'WAITING' AND o.id <= w.id)
+	ELSE 0 END`
+
+// lineClosed is the condition that entry w's flight has departed at $1.
+const lineClosed = `(SELECT f.departure_at <= $1 FROM flight f WHERE f.id = w.flight_id)`
 
 func scanWait(row pgx.Row) (*WaitEntry, error) {
 	var e WaitEntry
@@ -122,7 +128,9 @@ func (s *Service) JoinWaitlist(ctx context.Context, customer, flightID int64, cl
 func joinError(code string, detail *string, flightID int64, class string) error {
 	switch code {
 	case "no_flight":
-		return fault.Invalid("flightId", "no flight %d", flightID)
+		// The flight is the path's (POST /flights/{id}/waitlist), not a
+		// field of the body: an unknown one is a resource that is not there.
+		return fault.New(fault.NotFound, "no flight %d", flightID)
 	case "no_class":
 		return fault.Invalid("fareClass", "flight %d has no fare class %s", flightID, class)
 	case "departed":

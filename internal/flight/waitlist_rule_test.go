@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/httpapi"
 )
 
 // A hold and a waitlist offer place a quantity in a fare class's buckets by
@@ -223,6 +224,40 @@ func TestWaitlistReadsAnOfferThatRanOutAsDone(t *testing.T) {
 	}
 	if st := status(); st != "DONE" {
 		t.Errorf("entry reads %s after the sweep, want DONE", st)
+	}
+}
+
+// A line closes when its flight departs: an entry still waiting then reads
+// DONE at position 0, though nothing was offered and the sweeper never
+// touches it, and the customer's other entries are not affected.
+func TestWaitlistEntryOfADepartedFlightReadsDone(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	early := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 1}) // departs at Epoch + 48h
+	late := apptest.CreateFlight(t, s.URL, s.Token("admin", 99), apptest.Epoch.Add(96*time.Hour),
+		apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 1})
+	for _, f := range []int64{early, late} {
+		s.Customer(10).HoldQuantity(t, f, "ECONOMY", 1)
+		s.Customer(1).JoinWaitlist(t, f, "ECONOMY", 1)
+	}
+	read := func() map[int64]httpapi.WaitView {
+		t.Helper()
+		out := map[int64]httpapi.WaitView{}
+		for _, e := range s.Customer(1).Waitlist(t) {
+			out[e.FlightID] = e
+		}
+		return out
+	}
+	if l := read(); l[early].Status != "WAITING" || l[early].Position != 1 {
+		t.Fatalf("before departure the entry reads %+v, want WAITING at 1", l[early])
+	}
+	s.Clock.Set(apptest.Epoch.Add(48 * time.Hour)) // the early flight departs
+	l := read()
+	if l[early].Status != "DONE" || l[early].Position != 0 {
+		t.Errorf("after departure the entry reads %+v, want DONE at 0", l[early])
+	}
+	if l[late].Status != "WAITING" || l[late].Position != 1 {
+		t.Errorf("the entry of the flight still to come reads %+v, want WAITING at 1", l[late])
 	}
 }
 

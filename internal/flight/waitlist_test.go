@@ -63,6 +63,9 @@ func TestWaitlistJoinListLeave(t *testing.T) {
 		t.Errorf("second position = %d, want 2", second.Position)
 	}
 	refused(t, "unknown class", join(3, "FIRST", 1), http.StatusUnprocessableEntity, "validation_failed")
+	// The flight is the path's: an unknown one is not found, as for every route of a flight.
+	_, p := s.Customer(3).TryJoinWaitlist(t, flightID+1000, "ECONOMY", 2)
+	refused(t, "unknown flight", p, http.StatusNotFound, "not_found")
 	refused(t, "quantity 0", join(3, "ECONOMY", 0), http.StatusUnprocessableEntity, "validation_failed")
 	refused(t, "quantity 10", join(3, "ECONOMY", 10), http.StatusUnprocessableEntity, "validation_failed")
 	// A field the typed client cannot send: raw.
@@ -70,7 +73,7 @@ func TestWaitlistJoinListLeave(t *testing.T) {
 		Body: `{"fareClass": "ECONOMY", "quantity": 1, "x": 1}`}); r.Status != http.StatusBadRequest || r.Code() != "invalid_request" {
 		t.Fatalf("unknown field: %d %s, want 400 invalid_request", r.Status, r.Body)
 	}
-	_, p := s.Host(3).TryJoinWaitlist(t, flightID, "ECONOMY", 2)
+	_, p = s.Host(3).TryJoinWaitlist(t, flightID, "ECONOMY", 2)
 	refused(t, "host joins", p, http.StatusForbidden, "forbidden")
 
 	if l := s.Customer(1).Waitlist(t); len(l) != 1 || l[0].WaitlistID != first || l[0].FlightID != flightID ||
