@@ -497,8 +497,14 @@ func (rm *Room) queue(ctx context.Context, flight, customer int64, per int, now 
 func (rm *Room) queued(flight, seq, front int64, ticket string, per int) error {
 	pos := max(0, seq-front)
 	rm.m.turnedAway.WithLabelValues("waiting_room").Inc()
-	e := fault.New(fault.WaitingRoom, "flight %d is in high demand: you are number %d in the queue; "+
-		"ask GET /waiting-room/{ticket} for your admission token", flight, pos)
+	place := fmt.Sprintf("you are number %d in the queue", pos)
+	if pos == 0 {
+		// The frontier passed the ticket as it was issued (a slow queue
+		// that has drained): nobody is ahead, the token is there for the asking.
+		place = "your turn has come"
+	}
+	e := fault.New(fault.WaitingRoom, "flight %d is in high demand: %s; "+
+		"ask GET /waiting-room/{ticket} for your admission token", flight, place)
 	e.RetryAfter = max(time.Second, time.Duration(pos)*time.Second/time.Duration(per))
 	e.Extra = map[string]any{"ticket": ticket, "position": pos}
 	return e
