@@ -138,8 +138,10 @@ func verifyLibrary(secret []byte, token string, now time.Time) (*claims, error) 
 
 // caller checks the claims berth adds to a valid token.
 func caller(c *claims) (Caller, error) {
+	// Only the canonical form ("42", not "042" or "+42"): one caller, one
+	// spelling of their id.
 	id, err := strconv.ParseInt(c.Subject, 10, 64)
-	if err != nil || id <= 0 {
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != c.Subject {
 		return Caller{}, fmt.Errorf("%w: subject %q is not a numeric id", ErrInvalid, c.Subject)
 	}
 	if !ValidRole(c.Role) {

@@ -64,6 +64,8 @@ func TestVerifyRefuses(t *testing.T) {
 		"no exp":          sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1", "role": "admin"}),
 		"non-numeric sub": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "bob", "role": "admin", "exp": exp}),
 		"zero sub":        sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "0", "role": "admin", "exp": exp}),
+		"sub with a zero": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "01", "role": "admin", "exp": exp}),
+		"sub with a sign": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "+1", "role": "admin", "exp": exp}),
 		"unknown role":    sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1", "role": "root", "exp": exp}),
 		"garbage":         "not.a.token",
 		"empty":           "",

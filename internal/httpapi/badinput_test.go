@@ -107,6 +107,16 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"a host is not the customer's host", apptest.Request{Method: http.MethodPost, Path: aliceBooking + "/cancel", Token: host}, 404, "not_found", ""},
 		{"unknown booking", apptest.Request{Method: http.MethodGet, Path: "/bookings/987654", Token: alice}, 404, "not_found", ""},
 		{"non-numeric booking id", apptest.Request{Method: http.MethodGet, Path: "/bookings/abc", Token: alice}, 404, "not_found", ""},
+		{"booking id with a leading zero", apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/bookings/0%d", own.BookingID), Token: alice}, 404, "not_found", ""},
+		{"booking id with a sign", apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/bookings/+%d", own.BookingID), Token: alice}, 404, "not_found", ""},
+		{"a bad escape in the query", apptest.Request{Method: http.MethodGet, Path: "/bookings?limit=%zz", Token: alice}, 400, "invalid_request", ""},
+		{"a bad escape in a search", apptest.Request{Method: http.MethodGet, Path: "/flights?from=SGN&to=HAN&date=%zz"}, 400, "invalid_request", ""},
+		{"malformed body on a bodiless route", apptest.Request{Method: http.MethodPost, Path: aliceBooking + "/extend", Token: alice, Body: `{not json`}, 400, "invalid_request", ""},
+		{"a field on a bodiless route", apptest.Request{Method: http.MethodPost, Path: aliceBooking + "/cancel", Token: alice, Body: `{"reason": "changed my mind"}`}, 400, "invalid_request", ""},
+		{"a body on a payment start", apptest.Request{Method: http.MethodPost, Path: aliceBooking + "/payments", Token: alice,
+			Header: map[string]string{"Idempotency-Key": "k-body"}, Body: `{"amount": 1, "currency": "USD"}`}, 400, "invalid_request", ""},
+		{"waitlist of an unknown flight", apptest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/flights/%d/waitlist", flightID+1000), Token: alice,
+			Body: map[string]any{"fareClass": "ECONOMY", "quantity": 1}}, 404, "not_found", ""},
 		{"unknown flight seat map", apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/flights/%d/seats", flightID+1000)}, 404, "not_found", ""},
 		{"unknown route", apptest.Request{Method: http.MethodGet, Path: "/nowhere"}, 404, "not_found", ""},
 		{"wrong method", apptest.Request{Method: http.MethodPut, Path: "/bookings", Token: alice}, 405, "method_not_allowed", ""},
@@ -149,6 +159,26 @@ func TestBadInputChangesNothing(t *testing.T) {
 				t.Errorf("the database changed: %+v → %+v", before, after)
 			}
 		})
+	}
+}
+
+// A route that acts on its path alone refuses a body (above), but the
+// empty forms a client may send, nothing, blanks, {} and null, are no body.
+func TestBodilessRoutesTakeEmptyForms(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(10, 10, "ABCD")})
+	for i, body := range []string{"", " \n", "{}", "null"} {
+		token := s.Token("customer", int64(i+1))
+		b := apptest.Client{Base: s.URL, Token: token}.HoldSeats(t, flightID, "ECONOMY", fmt.Sprintf("10%c", 'A'+i))
+		path := fmt.Sprintf("/bookings/%d", b.BookingID)
+		if r := s.Do(apptest.Request{Method: http.MethodPost, Path: path + "/extend", Token: token, Body: body}); r.Status != http.StatusOK {
+			t.Errorf("extend with body %q: %d %s, want 200", body, r.Status, r.Body)
+		}
+		if r := s.Do(apptest.Request{Method: http.MethodPost, Path: path + "/cancel", Token: token, Body: body}); r.Status != http.StatusOK ||
+			r.Map(t)["status"] != "CANCELLED" {
+			t.Errorf("cancel with body %q: %d %s, want 200 CANCELLED", body, r.Status, r.Body)
+		}
 	}
 }
 

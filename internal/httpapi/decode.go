@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -32,6 +33,40 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 		return decodeError(err)
 	}
 	return decodeJSON(body, dst)
+}
+
+// noBody refuses a body on a route that acts on its path alone: a body
+// it would ignore (malformed, or fields the client believes count) is
+// answered 400 like any bad body, not silently dropped. Nothing, blanks,
+// {} and null pass. What was read is put back for what reads the body
+// after (the Idempotency-Key's request hash).
+func noBody(w http.ResponseWriter, r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return decodeError(err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	return decodeJSON(body, &struct{}{})
+}
+
+// checkQuery refuses a query string that does not parse (a bad percent
+// escape, a semicolon), whose parameters url.Values would otherwise drop
+// without a word, so that ?limit=%zz is not served as if there were no
+// limit.
+func checkQuery(r *http.Request) error {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		return fault.New(fault.InvalidRequest, "the query string does not parse: %v", err)
+	}
+	return nil
 }
 
 // decodeJSON is decode on a body already read.
@@ -299,8 +334,11 @@ func parseTime(field, s string) (time.Time, error) {
 // pathID reads the path's {id} as a positive id of a thing: anything else
 // is an unknown id (404).
 func pathID(r *http.Request, thing string) (int64, error) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
+	raw := r.PathValue("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	// Only the canonical form names a resource: /bookings/042 and
+	// /bookings/+42 are not /bookings/42.
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != raw {
 		return 0, fault.New(fault.NotFound, "no %s %q", thing, r.PathValue("id"))
 	}
 	return id, nil

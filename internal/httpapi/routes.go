@@ -71,11 +71,20 @@ type entry struct {
 	// booking.QueryHold, which claims the Idempotency-Key itself
 	// (Server.runPending).
 	keyInEffect bool
+	// bodiless: the route acts on its path alone and refuses a body
+	// (noBody).
+	bodiless bool
 }
 
 // claimsKeyInHold returns e with keyInEffect set.
 func (e entry) claimsKeyInHold() entry {
 	e.keyInEffect = true
+	return e
+}
+
+// takesNoBody returns e with bodiless set.
+func (e entry) takesNoBody() entry {
+	e.bodiless = true
 	return e
 }
 
@@ -130,17 +139,17 @@ func (s *Server) table() []entry {
 		route("POST /bookings", roles(auth.Customer), hold, KeyOptional, s.createBooking).claimsKeyInHold(),
 		route("GET /bookings", anyRole, other, NoKey, s.listBookings),
 		route("GET /bookings/{id}", anyRole, other, NoKey, s.getBooking),
-		route("DELETE /bookings/{id}", anyRole, money, NoKey, s.cancelBooking),
-		route("POST /bookings/{id}/cancel", anyRole, money, NoKey, s.cancelBooking),
-		route("POST /bookings/{id}/extend", roles(auth.Customer), other, NoKey, s.extendBooking),
+		route("DELETE /bookings/{id}", anyRole, money, NoKey, s.cancelBooking).takesNoBody(),
+		route("POST /bookings/{id}/cancel", anyRole, money, NoKey, s.cancelBooking).takesNoBody(),
+		route("POST /bookings/{id}/extend", roles(auth.Customer), other, NoKey, s.extendBooking).takesNoBody(),
 		route("POST /bookings/{id}/seats", roles(auth.Customer), other, NoKey, s.assignSeats),
 		route("GET /bookings/{id}/refund-quote", anyRole, other, NoKey, s.refundQuote),
 		route("GET /bookings/{id}/events", anyRole, other, NoKey, s.bookingEvents),
 		route("POST /flights/{id}/waitlist", roles(auth.Customer), other, NoKey, s.joinWaitlist),
 		route("GET /waitlist", roles(auth.Customer), other, NoKey, s.listWaitlist),
-		route("DELETE /waitlist/{id}", roles(auth.Customer), other, NoKey, s.leaveWaitlist),
+		route("DELETE /waitlist/{id}", roles(auth.Customer), other, NoKey, s.leaveWaitlist).takesNoBody(),
 
-		route("POST /bookings/{id}/payments", roles(auth.Customer), money, KeyRequired, s.startPayment),
+		route("POST /bookings/{id}/payments", roles(auth.Customer), money, KeyRequired, s.startPayment).takesNoBody(),
 		route("POST /payments/webhook", public, none, NoKey, s.paymentWebhook),
 
 		route("GET /cars", public, read, NoKey, s.searchCars),
@@ -149,8 +158,8 @@ func (s *Server) table() []entry {
 		route("POST /host/cars", roles(auth.Host, auth.Admin), other, NoKey, s.createCar),
 		// Only the car's host or an admin hands cars over; a customer is
 		// refused by role before anything is looked up.
-		route("POST /bookings/{id}/pickup", roles(auth.Host, auth.Admin), other, NoKey, s.moveCarBooking(booking.Confirmed, booking.OnTrip)),
-		route("POST /bookings/{id}/return", roles(auth.Host, auth.Admin), other, NoKey, s.moveCarBooking(booking.OnTrip, booking.Completed)),
+		route("POST /bookings/{id}/pickup", roles(auth.Host, auth.Admin), other, NoKey, s.moveCarBooking(booking.Confirmed, booking.OnTrip)).takesNoBody(),
+		route("POST /bookings/{id}/return", roles(auth.Host, auth.Admin), other, NoKey, s.moveCarBooking(booking.OnTrip, booking.Completed)).takesNoBody(),
 
 		route("GET /waiting-room/{ticket}", roles(auth.Customer), room, NoKey, s.waitingRoom),
 
@@ -163,7 +172,7 @@ func (s *Server) table() []entry {
 		route("GET /admin/flights/{id}", roles(auth.Admin), other, NoKey, s.adminFlight),
 		route("GET /admin/events", roles(auth.Admin), other, NoKey, s.adminEvents),
 		route("GET /admin/audit", roles(auth.Admin), other, NoKey, s.lastAudit),
-		route("POST /admin/audit", roles(auth.Admin), other, NoKey, s.runAudit),
+		route("POST /admin/audit", roles(auth.Admin), other, NoKey, s.runAudit).takesNoBody(),
 
 		// The web app: its shell at / and at every /app/... deep link (the
 		// app routes in the browser), and its assets.

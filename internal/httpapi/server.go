@@ -116,7 +116,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, c auth.Caller) err
 // handle registers e on the mux: the surge layers of its lane around
 // authentication and its handler, and its Idempotency-Key handling.
 func (s *Server) handle(e entry) {
-	who, lane, h := access(e.Roles), e.Lane, e.h
+	who, lane, h, bodiless := access(e.Roles), e.Lane, e.h, e.bodiless
 	if e.Idempotency != NoKey {
 		h = s.idempotent(e.Idempotency, e.keyInEffect, h)
 	}
@@ -138,6 +138,16 @@ func (s *Server) handle(e entry) {
 					}
 					w.Header().Set("WWW-Authenticate", challenge)
 				}
+				s.writeError(w, r, err)
+				return
+			}
+		}
+		if err := checkQuery(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if bodiless {
+			if err := noBody(w, r); err != nil {
 				s.writeError(w, r, err)
 				return
 			}

@@ -99,6 +99,13 @@ func TestSearchWithoutDate(t *testing.T) {
 		t.Errorf("after the first departed: %s, want %d", got, week)
 	}
 	v.do(422, "/flights", "GET", "/flights?from=SGN&to=HAN&date=", "", 0)
+	// Asked for by id, the departed flight is still there, with nothing
+	// available; the one to come still has its seats.
+	for id, want := range map[int64]string{soon: `"available":0`, week: `"available":2`} {
+		if r := v.do(200, "/flights/{id}", "GET", fmt.Sprintf("/flights/%d", id), "", 0); !strings.Contains(string(r.Body), want) {
+			t.Errorf("GET /flights/%d: %s, want %s", id, r.Body, want)
+		}
+	}
 }
 
 // GET /host/cars and /host/bookings: a host sees their own, an admin all,
