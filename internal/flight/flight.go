@@ -51,11 +51,20 @@ type Fare struct {
 	Held       int
 	Buckets    int // counter rows the quota is split over
 	RefundRule policy.Rule
+	// Departed: the flight had departed at the moment of the read, and
+	// nothing more is sold (hold_flight refuses it).
+	Departed bool
 }
 
 // Available is how many more units the class may sell: capacity plus the
-// overbooking limit, less what is sold and held.
-func (f Fare) Available() int { return max(0, f.Capacity+f.OverbookLimit-f.Sold-f.Held) }
+// overbooking limit, less what is sold and held; none once the flight has
+// departed.
+func (f Fare) Available() int {
+	if f.Departed {
+		return 0
+	}
+	return max(0, f.Capacity+f.OverbookLimit-f.Sold-f.Held)
+}
 
 // Service reads and sells flights.
 type Service struct {
@@ -254,6 +263,7 @@ func loadFares(ctx context.Context, db *pgxpool.Pool, flights []*Flight, now tim
 		if err := json.Unmarshal(rule, &fare.RefundRule); err != nil {
 			return fmt.Errorf("fare %s of flight %d: refund rule: %w", fare.Class, id, err)
 		}
+		fare.Departed = !byID[id].DepartureAt.After(now)
 		byID[id].Fares = append(byID[id].Fares, fare)
 	}
 	if err := rows.Err(); err != nil {
