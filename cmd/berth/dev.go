@@ -117,11 +117,17 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if _, _, err := seed.LoadCars(ctx, a.Pool, sc); err != nil {
 		return err
 	}
-	printWelcome(stdout, "http://"+ln.Addr().String(), []byte(cfg.AuthSecret), now, a)
+	// Say which limits apply, or their absence looks like a bug to someone
+	// trying them.
+	d := config.Defaults()
+	limits := fmt.Sprintf("Limits for trying things out: BERTH_HOLD_LIMIT=%v BERTH_REQUEST_LIMIT=%v BERTH_ADDRESS_LIMIT=%v\n"+
+		"(serve's defaults: %v, %v, %v; set them in the environment to try those).",
+		cfg.HoldLimit, cfg.RequestLimit, cfg.AddressLimit, d.HoldLimit, d.RequestLimit, d.AddressLimit)
+	printWelcome(stdout, "http://"+ln.Addr().String(), []byte(cfg.AuthSecret), now, a, limits)
 	return a.Run(ctx, ln)
 }
 
-func printWelcome(w io.Writer, base string, secret []byte, now time.Time, a *app.App) {
+func printWelcome(w io.Writer, base string, secret []byte, now time.Time, a *app.App, limits string) {
 	tok := func(role string, sub int64) string {
 		t, err := auth.Issue(secret, sub, role, now, 30*24*time.Hour)
 		if err != nil {
@@ -161,9 +167,11 @@ or in a browser %[1]s/dev/login?role=customer&sub=1002 (any role, any id).
 
 Stop with Ctrl-C. Data stays in .berth/ (delete it to start afresh).
 
+%[13]s
+
 The web app, signed in as demo customer 1001 (host: role=host&sub=2001, admin: role=admin&sub=1):
   %[1]s/dev/login?role=customer&sub=1001&next=/app/flights/%[8]d
 `, base, tok(auth.Customer, 1001), tok(auth.Host, 2001), tok(auth.Admin, 1), from, to, date.Format(time.DateOnly), id,
 		pickup.Format(time.RFC3339), pickup.Add(72*time.Hour).Format(time.RFC3339),
-		url.QueryEscape(pickup.Format(time.RFC3339)), url.QueryEscape(pickup.Add(72*time.Hour).Format(time.RFC3339)))
+		url.QueryEscape(pickup.Format(time.RFC3339)), url.QueryEscape(pickup.Add(72*time.Hour).Format(time.RFC3339)), limits)
 }
