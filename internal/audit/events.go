@@ -9,7 +9,8 @@ import "github.com/jackc/pgx/v5/pgtype"
 //     version, and the newest is the event of its current status; for
 //     bookings older than the event retention only what retention keeps is
 //     checked (its newest event, while that is young enough); an extended
-//     hold's newest event is booking.extended;
+//     hold's newest event is booking.extended, a seated quantity booking's
+//     booking.seats_assigned;
 //   - a flight booking whose current version the tickets consumer has
 //     processed has one issued ticket per seat or unit if CONFIRMED, none
 //     otherwise, and never more tickets than units (none re-issued);
@@ -29,7 +30,8 @@ var i6 = check{id: "I6", name: "every state change has its event; tickets issued
 	SELECT format('booking %s is %s at version %s but has no booking.%s event of that version', b.id, b.status, b.version, lower(b.status))
 	FROM booking b
 	WHERE b.updated_at >= $1 AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.booking_id = b.id
-		AND (o.type = 'booking.' || lower(b.status) OR (b.status = 'HELD' AND o.type = 'booking.extended'))
+		AND (o.type = 'booking.' || lower(b.status) OR (b.status = 'HELD' AND o.type = 'booking.extended')
+			OR (b.status IN ('HELD', 'CONFIRMED') AND o.type = 'booking.seats_assigned'))
 		AND (o.payload->>'version')::int = b.version)
 	UNION ALL
 	SELECT format('flight booking %s is %s with %s units but has %s issued tickets (%s in all)',

@@ -34,9 +34,10 @@ type CheckinMessage struct {
 // Name implements Consumer.
 func (Checkin) Name() string { return CheckinName }
 
-// Wants takes confirmations and cancellations.
+// Wants takes confirmations, cancellations and seat assignments (of a
+// confirmed booking: the check-in system learns its seats).
 func (Checkin) Wants(e Event) bool {
-	return e.Type == outbox.BookingConfirmed || e.Type == outbox.BookingCancelled
+	return e.Type == outbox.BookingConfirmed || e.Type == outbox.BookingCancelled || e.Type == outbox.BookingSeated
 }
 
 // Handle implements Consumer.

@@ -68,6 +68,8 @@ func (n Notifications) Handle(ctx context.Context, _ pgx.Tx, e Event) error {
 			v.Quantity, v.BookingID, v.HoldExpiresAt.Format(time.RFC3339))
 	case e.Type == outbox.BookingExtended && v.HoldExpiresAt != nil:
 		text = fmt.Sprintf("Your booking %d is held until %s.", v.BookingID, v.HoldExpiresAt.Format(time.RFC3339))
+	case e.Type == outbox.BookingSeated:
+		text = fmt.Sprintf("Your booking %d has its seats: %s.", v.BookingID, strings.Join(v.Seats, ", "))
 	}
 	for _, ch := range Channels {
 		err := n.Sender.Send(ctx, Notification{ID: e.ID + ":" + ch, Channel: ch, CustomerID: v.CustomerID,

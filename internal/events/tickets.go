@@ -16,7 +16,8 @@ import (
 )
 
 // Tickets issues ticket numbers to confirmed flight bookings, one per seat
-// (or per unit of a quantity booking), and voids them when the booking is
+// (or per unit of a quantity booking), gives them their seats when a
+// confirmed quantity booking is seated, and voids them when the booking is
 // cancelled. The ticket table's UNIQUE (booking_id, unit) makes a second
 // issue impossible even without the processed-event record.
 type Tickets struct {
@@ -54,16 +55,19 @@ func (t Tickets) Handle(ctx context.Context, tx pgx.Tx, e Event) error {
 	}
 	now := t.Clock.Now()
 	switch {
-	case v.Status == booking.Confirmed && e.Type == outbox.BookingConfirmed:
+	case v.Status == booking.Confirmed && (e.Type == outbox.BookingConfirmed || e.Type == outbox.BookingSeated):
 		seats := v.Seats
 		if seats == nil {
 			seats = []string{}
 		}
 		// IATA-shaped numbers: a 3-digit carrier prefix and a 10-digit serial.
-		_, err := tx.Exec(ctx, `INSERT INTO ticket (number, booking_id, unit, seat_no, event_id, issued_at)
+		// A ticket issued before its booking had seats (a quantity booking
+		// confirmed, then seated) gets its seat number; one never changes seat.
+		_, err := tx.Exec(ctx, `INSERT INTO ticket AS t (number, booking_id, unit, seat_no, event_id, issued_at)
 			SELECT '999' || lpad(nextval('ticket_serial_seq')::text, 10, '0'), $1, u, ($2::text[])[u], $4, $5
 			FROM generate_series(1, $3::int) AS u
-			ON CONFLICT (booking_id, unit) DO NOTHING`, v.BookingID, seats, v.Quantity, e.ID, now)
+			ON CONFLICT (booking_id, unit) DO UPDATE SET seat_no = EXCLUDED.seat_no
+			WHERE t.seat_no IS NULL AND EXCLUDED.seat_no IS NOT NULL`, v.BookingID, seats, v.Quantity, e.ID, now)
 		if err != nil {
 			return fmt.Errorf("issue tickets of booking %d: %w", v.BookingID, err)
 		}

@@ -11,12 +11,15 @@ import (
 	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/outbox"
 	"berth.dev/berth/internal/pg"
 )
 
 // AssignSeats gives the customer's quantity booking id the seats listed:
 // exactly its quantity, all of its fare class, all or nothing. A HELD
 // booking's seats are held until its deadline, a CONFIRMED one's sold.
+// The booking moves to its next version and the event
+// booking.seats_assigned is written.
 //
 // Locks follow the global order: the booking row (its compare-and-set),
 // then the seats in seat order, whatever order the client sent, so an
@@ -54,8 +57,10 @@ func (s *Service) AssignSeats(ctx context.Context, customer, id int64, seats []s
 			return fault.Invalid("seats", "booking %d is for %d seats, not %d", id, b.Quantity, len(r.Seats))
 		}
 		// The compare-and-set: exactly one assignment wins the booking, and
-		// the row stays locked against the sweeper and a confirmation.
-		nb, err := booking.Scan(tx.QueryRow(ctx, `UPDATE booking SET seats = $3::text[]
+		// the row stays locked against the sweeper and a confirmation. It is
+		// a change of the booking like any other: a new version, and its
+		// event below.
+		nb, err := booking.Scan(tx.QueryRow(ctx, `UPDATE booking SET seats = $3::text[], version = version + 1, updated_at = $4
 			WHERE id = $1 AND status = $2 AND seats IS NULL AND (status <> 'HELD' OR hold_expires_at > $4)
 			RETURNING `+booking.Columns, id, b.Status, r.Seats, now))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -85,7 +90,9 @@ func (s *Service) AssignSeats(ctx context.Context, customer, id int64, seats []s
 			return fmt.Errorf("assign seats to booking %d: stored %v, not %v", id, nb.Seats, r.Seats)
 		}
 		out = nb
-		return nil
+		// Consumers learn the seats: tickets already issued to a confirmed
+		// booking get their seat numbers, check-in its seat list.
+		return outbox.Write(ctx, tx, outbox.Event{BookingID: nb.ID, Type: outbox.BookingSeated, Data: nb.View(), Time: now})
 	})
 	if err == nil {
 		s.seatMaps.Forget(fmt.Sprint(out.FlightID))

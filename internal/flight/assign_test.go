@@ -2,12 +2,14 @@ package flight_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
 
 	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/payment/paytest"
 )
 
@@ -62,14 +64,33 @@ func TestAssignSeatsToQuantityHold(t *testing.T) {
 	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 
-	// A confirmed quantity booking's seats are sold.
+	// A confirmed quantity booking's seats are sold. Its ticket, issued
+	// without a seat at the confirmation, gets it: the assignment is a new
+	// version of the booking with its event, which the tickets consumer
+	// reads.
 	three := s.Customer(3)
 	c := three.HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
 	paytest.Pay(t, s, c)
-	three.AssignSeats(t, c, "13A")
+	ticketSeat := func() string {
+		ts, err := events.TicketsOf(ctx, s.App.Pool, c)
+		if err != nil || len(ts) != 1 {
+			return fmt.Sprintf("%d tickets (%v)", len(ts), err)
+		}
+		return "seat " + ts[0].SeatNo
+	}
+	apptest.Eventually(t, 10*time.Second, "the confirmed booking's ticket", func() bool { return ticketSeat() == "seat " })
+	if v := three.AssignSeats(t, c, "13A"); v.Version != 3 || v.Status != "CONFIRMED" {
+		t.Errorf("seated booking at version %d, %s; want 3 (held, confirmed, seated), CONFIRMED", v.Version, v.Status)
+	}
 	if st := three.SeatMap(t, flightID).Status("13A"); st != "SOLD" {
 		t.Errorf("13A is %s, want SOLD", st)
 	}
+	var seated int
+	if err := s.App.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE booking_id = $1 AND type = 'booking.seats_assigned'
+		AND payload->'seats' = '["13A"]' AND (payload->>'version')::int = 3`, c).Scan(&seated); err != nil || seated != 1 {
+		t.Errorf("%d booking.seats_assigned events of version 3 with seat 13A (%v), want 1", seated, err)
+	}
+	apptest.Eventually(t, 10*time.Second, "the ticket gets seat 13A", func() bool { return ticketSeat() == "seat 13A" })
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 
 	// An expired hold gets no seats.

@@ -21,9 +21,12 @@ const (
 	BookingOnTrip    = "booking.on_trip"
 	BookingCompleted = "booking.completed"
 	BookingExtended  = "booking.extended"
-	WaitlistOffered  = "waitlist.offered"
-	RefundRequested  = "refund.requested"
-	RefundCompleted  = "refund.completed"
+	// BookingSeated: a quantity booking was given its seats (it keeps its
+	// status).
+	BookingSeated   = "booking.seats_assigned"
+	WaitlistOffered = "waitlist.offered"
+	RefundRequested = "refund.requested"
+	RefundCompleted = "refund.completed"
 )
 
 // Event is one change to publish. Data is marshalled to JSON as the
