@@ -165,7 +165,10 @@ func (s *Server) runUnder(r *http.Request, c auth.Caller, body []byte, claim pg.
 		}
 	}()
 	err := h(buf, r, c)
-	if err != nil {
+	// A pending key found claimed is no failure: the request made nothing
+	// and runPending runs it again under the claimed key, so its answer is
+	// never written (nor logged as an internal error).
+	if err != nil && !errors.Is(err, pg.ErrKeyClaimed) {
 		s.writeError(buf, r, err)
 	}
 	done = true

@@ -34,11 +34,21 @@ type keyBundle struct {
 	url   string
 	clock *clock.Fake
 	runs  atomic.Int64
+	// errors counts the server's ERROR log lines.
+	errors atomic.Int64
 	// answer decides the handler's answer for run n (1-based).
 	answer func(n int64, w http.ResponseWriter, r *http.Request) error
 }
 
 var testSecret = []byte("idempotency-test-secret-0123")
+
+// errorCounter is a slog handler that counts ERROR records and drops the rest.
+type errorCounter struct{ n *atomic.Int64 }
+
+func (h errorCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+func (h errorCounter) Handle(context.Context, slog.Record) error    { h.n.Add(1); return nil }
+func (h errorCounter) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h errorCounter) WithGroup(string) slog.Handler                { return h }
 
 // setupKeys sets up a keyBundle whose route claims its key before its
 // handler runs (runClaimed), or, pending, after (runPending: as if the
@@ -48,7 +58,7 @@ func setupKeys(t *testing.T, pending bool) *keyBundle {
 	b := &keyBundle{clock: clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))}
 	pool := pgtest.NewPool(t)
 	b.keys = idempotency.New(base.Test(b.clock), pool)
-	b.srv = New(Deps{Log: slog.New(slog.DiscardHandler), Clock: b.clock, Pool: pool, Keys: b.keys,
+	b.srv = New(Deps{Log: slog.New(errorCounter{&b.errors}), Clock: b.clock, Pool: pool, Keys: b.keys,
 		AuthSecret: testSecret, Registry: prometheus.NewRegistry()})
 	e := route("POST /t", roles(auth.Customer), guard.LaneOther, KeyOptional, func(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 		n := b.runs.Add(1)
@@ -388,4 +398,8 @@ func TestPendingKeyRepeatGetsTheStoredAnswer(t *testing.T) {
 		t.Errorf("handler ran %d times, want 8 (run 7 again as run 8)", n)
 	}
 	post("b", http.StatusCreated, true, "its repeat")
+	// A key found claimed is handled, not an internal error.
+	if n := b.errors.Load(); n != 0 {
+		t.Errorf("%d ERROR log lines, want none", n)
+	}
 }
