@@ -78,7 +78,7 @@ func New(b base.Archetype, pool *pgxpool.Pool) *Store {
 }
 
 // FromEffect makes the answer of a key whose request committed effect
-// (with the booking it made) but whose answer was lost, or returns a fault, such as
+// (with the booking it made) but has not stored its answer, or returns a fault, such as
 // KeyInUse, when it cannot answer from that effect.
 type FromEffect func(ctx context.Context, effect string) (*Answer, error)
 
@@ -266,8 +266,12 @@ func (s *Store) Claim(ctx context.Context, q Request, fromEffect FromEffect) (st
 			return "", nil, fault.New(fault.IdempotencyKeyReused,
 				"this Idempotency-Key was used for a different request (%s %s or another body)", k.method, k.path)
 		}
-		if k.status == nil && k.effect != nil && k.lockedUntil != nil && !k.lockedUntil.After(now) {
-			a, err := s.answerFromEffect(ctx, q, *k.effect, fromEffect)
+		// A committed effect is the request's outcome, whether its request
+		// is still about to answer or died first (its lease then runs on):
+		// the retry is answered from it at once, not after the lease.
+		if k.status == nil && k.effect != nil {
+			lost := k.lockedUntil == nil || !k.lockedUntil.After(now)
+			a, err := s.answerFromEffect(ctx, q, *k.effect, fromEffect, lost)
 			if err != nil {
 				return "", nil, err
 			}
@@ -329,8 +333,9 @@ func readKey(ctx context.Context, db querier, q Request) (keyRow, error) {
 }
 
 // answerFromEffect makes the answer of a key whose request committed effect
-// but whose answer was lost, and stores it.
-func (s *Store) answerFromEffect(ctx context.Context, q Request, effect string, fromEffect FromEffect) (*Answer, error) {
+// but has not stored its answer (lost: its lease ran out, so it never
+// will), and stores it.
+func (s *Store) answerFromEffect(ctx context.Context, q Request, effect string, fromEffect FromEffect, lost bool) (*Answer, error) {
 	a, err := fromEffect(ctx, effect)
 	if err != nil {
 		return nil, err
@@ -346,7 +351,9 @@ func (s *Store) answerFromEffect(ctx context.Context, q Request, effect string, 
 		q.Caller, q.Key, effect, a.Status, headers, a.Body); err != nil {
 		return nil, fmt.Errorf("store the answer of idempotency key: %w", err)
 	}
-	s.log.Warn("idempotency key answered from its effect (its answer had been lost)", "caller", q.Caller, "effect", effect)
+	if lost {
+		s.log.Warn("idempotency key answered from its effect (its answer had been lost)", "caller", q.Caller, "effect", effect)
+	}
 	return a, nil
 }
 
