@@ -194,19 +194,25 @@ func (l *Lifecycle) Cancel(ctx context.Context, db pg.Beginner, caller auth.Call
 	var out *Booking
 	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
 		now := l.Clock.Now()
-		b, err := Get(ctx, tx, caller, id, now)
-		if err != nil {
-			return err
+		// A change that committed between the read and the compare-and-set
+		// (a confirmation, say) is no reason to refuse: the booking is read
+		// again, each statement seeing what committed before it, and the
+		// cancellation decided on it as it now is, a few times at most.
+		for range 3 {
+			b, err := Get(ctx, tx, caller, id, now)
+			if err != nil {
+				return err
+			}
+			c, err := cancellation(b, caller, now)
+			if err != nil {
+				return err
+			}
+			out, err = l.leave(ctx, tx, b, Cancelled, c.At, c.Reason, &c.Refund)
+			if !errors.Is(err, errLostRace) {
+				return err
+			}
 		}
-		c, err := cancellation(b, caller, now)
-		if err != nil {
-			return err
-		}
-		out, err = l.leave(ctx, tx, b, Cancelled, c.At, c.Reason, &c.Refund)
-		if errors.Is(err, errLostRace) {
-			return fault.New(fault.InvalidState, "booking %d changed while it was being cancelled", id)
-		}
-		return err
+		return fault.New(fault.InvalidState, "booking %d kept changing while it was being cancelled", id)
 	})
 	if err != nil {
 		return nil, err

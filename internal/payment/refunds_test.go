@@ -127,6 +127,44 @@ func TestCancelConfirmedBookingRefundsByRule(t *testing.T) {
 
 }
 
+// A cancellation that read the booking HELD while its confirmation was
+// committing is decided again on the booking as it then is, not refused:
+// the owner's DELETE cancels the confirmed booking and refunds it by its
+// rule, as it would a moment later.
+func TestCancelMeetingAConfirmationCancelsTheConfirmedBooking(t *testing.T) {
+	t.Parallel()
+	s, pool, flightID := startFlight(t)
+	id := hold(t, s, 7, flightID, "10A")
+	ctx := t.Context()
+	confirm, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = confirm.Rollback(ctx) }()
+	if err := paytest.Confirm(ctx, confirm, s.App.Life, id); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan *apptest.Response, 1)
+	go func() {
+		answered <- s.Do(apptest.Request{Method: http.MethodDelete, Path: path("/bookings/%d", id), Token: s.Token("customer", 7)})
+	}()
+	// The cancellation has read the booking HELD and waits for the row.
+	apptest.Eventually(t, 10*time.Second, "the cancellation waits for the confirmation's row lock", func() bool {
+		return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	})
+	if err := confirm.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-answered
+	if r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s, want 200", r.Status, r.Body)
+	}
+	if v := r.Map(t); v["status"] != "CANCELLED" || v["refundAmount"] != v["amount"] {
+		t.Errorf("cancel: %s, want CANCELLED with the whole amount refunded (departure days away)", r.Body)
+	}
+	mustAudit(t, s)
+}
+
 // paytest.Confirm, for other packages' tests, confirms as the webhook does:
 // the audit holds, and a cancellation refunds the recorded charge.
 func TestPaytestConfirm(t *testing.T) {
