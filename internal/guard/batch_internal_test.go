@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"berth.dev/berth/internal/base"
 	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/pg/pgtest"
 )
 
@@ -63,10 +65,11 @@ func (l *batchLog) take() [][]string {
 // gate is for crowds, and the hold limit is the database's. Once the
 // process has more than QuietHolds holds in flight, the next one passes
 // the seat gate: one script (each GET, SET and TIME that Redis counts runs
-// inside it), by its hash, so a script Warm left out of Redis's cache
-// shows here too (the hold would be told NOSCRIPT and send it again: a
-// second round trip in sequence). A command added to either path shows.
-func TestLoneHoldSendsNothingACrowdOneScript(t *testing.T) {
+// inside it), and, its hold made, one more that marks its keys held, each
+// by its hash, so a script Warm left out of Redis's cache shows here too
+// (the hold would be told NOSCRIPT and send it again: a second round trip
+// in sequence). A command added to either path shows.
+func TestLoneHoldSendsNothingACrowdTheGate(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
@@ -129,8 +132,9 @@ func TestLoneHoldSendsNothingACrowdOneScript(t *testing.T) {
 	if err := g.Hold(ctx, seat(200), func(context.Context) error { return nil }); err != nil {
 		t.Fatalf("fifth hold: %v", err)
 	}
-	if s := sent(); len(s) != 1 || s[0] != "evalsha" {
-		t.Errorf("the fifth hold in flight sent %v to Redis, want one script (the seat gate)", s)
+	if s := sent(); len(s) != 2 || s[0] != "evalsha" || s[1] != "evalsha" {
+		t.Errorf("the fifth hold in flight sent %v to Redis, want two scripts by their hashes (the seat gate's "+
+			"entry, and its mark once the hold is made)", s)
 	}
 	close(release)
 	wg.Wait()
@@ -167,4 +171,79 @@ func openTestRedis(tb testing.TB, o RedisOptions) *Redis {
 		tb.Fatalf("test Redis: %v", err)
 	}
 	return rdb
+}
+
+// A seat whose hold is in flight is no reason to refuse another buyer: that
+// hold may fail (its customer is over the hold limit, its request names a
+// seat that does not exist). The gate makes the second buyer wait for the
+// first hold's answer: refused, the second reaches the database and gets
+// the seat; made, the second is turned away as the seat is now held.
+// Only a held seat is refused without waiting. The second buyer may be in
+// the first's process (woken in process) or another (asking Redis again).
+func TestSeatGateWaitsForAHoldInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := openTestRedis(t, RedisOptions{})
+	pool := pgtest.NewPool(t)
+	process := func() *Guard {
+		return New(base.Archetype{Log: slog.New(slog.DiscardHandler), Clock: clock.System{}, Registry: prometheus.NewRegistry()},
+			Config{On: true, Lanes: LanesFor(8), ShedWait: 2 * time.Second, QuietHolds: -1}, rdb, pool)
+	}
+	g, other := process(), process()
+	seat := func(customer int64) Intent {
+		return Intent{Customer: customer, FlightID: 1, FareClass: "ECONOMY", Seats: []string{"1A"}, Units: 1}
+	}
+	for _, first := range []struct {
+		name   string
+		err    error // the first hold's answer from the database
+		second *Guard
+		want   string
+	}{
+		{"refused, same process", fault.New(fault.RateLimited, "over the hold limit"), g, "held"},
+		{"made, same process", nil, g, "409 seat_unavailable"},
+		{"refused, other process", fault.New(fault.RateLimited, "over the hold limit"), other, "held"},
+		{"made, other process", nil, other, "409 seat_unavailable"},
+	} {
+		t.Run(first.name, func(t *testing.T) {
+			g.Gate.Forget(ctx, 1, "ECONOMY", []string{"1A"})
+			other.Gate.Forget(ctx, 1, "ECONOMY", []string{"1A"})
+			inCall, decide := make(chan struct{}), make(chan struct{})
+			firstDone := make(chan error, 1)
+			go func() {
+				firstDone <- g.Hold(ctx, seat(1), func(context.Context) error { close(inCall); <-decide; return first.err })
+			}()
+			<-inCall
+			secondDone := make(chan string, 1)
+			go func() {
+				asked := false
+				err := first.second.Hold(ctx, seat(2), func(context.Context) error { asked = true; return nil })
+				switch {
+				case err == nil && asked:
+					secondDone <- "held"
+				case fault.Is(err, fault.SeatUnavailable) && !asked:
+					secondDone <- "409 seat_unavailable"
+				default:
+					secondDone <- fmt.Sprintf("%v (database asked: %v)", err, asked)
+				}
+			}()
+			select {
+			case got := <-secondDone:
+				t.Fatalf("the second buyer was answered %q while the first hold was in flight", got)
+			case <-time.After(100 * time.Millisecond):
+			}
+			close(decide)
+			if err := <-firstDone; !errors.Is(err, first.err) && err != first.err {
+				t.Fatalf("first hold: %v, want %v", err, first.err)
+			}
+			if got := <-secondDone; got != first.want {
+				t.Errorf("second buyer: %s, want %s", got, first.want)
+			}
+			// The seat is now held: a third buyer is refused at once.
+			start := time.Now()
+			err := g.Hold(ctx, seat(3), func(context.Context) error { return nil })
+			if !fault.Is(err, fault.SeatUnavailable) || time.Since(start) > time.Second {
+				t.Errorf("third buyer of a held seat: %v after %v, want 409 seat_unavailable at once", err, time.Since(start))
+			}
+		})
+	}
 }

@@ -29,6 +29,9 @@ type Gate struct {
 	r     *Redis
 	clock clock.Clock
 	ttl   time.Duration // how long a seat's key keeps others out (15 s)
+	// wait is how long a request waits for another request's hold in
+	// flight on one of its seats to be decided (BERTH_SHED_WAIT).
+	wait  time.Duration
 	hint  time.Duration // how long a sold-out answer is believed (1 s)
 	local time.Duration // how long this process believes it without asking Redis
 	m     *metrics
@@ -36,6 +39,10 @@ type Gate struct {
 	mu    sync.Mutex
 	hints map[string]localHint // by hint key
 	taken map[string]time.Time // seat keys another request holds, until when
+	// pending are the seat keys of this process's holds in flight, each
+	// with a channel closed when its hold is decided: a request of this
+	// process waiting for one is woken then, not by asking Redis again.
+	pending map[string]chan struct{}
 }
 
 // localTaken is how long this process believes a seat's key is held by
@@ -53,15 +60,21 @@ type localHint struct {
 // maxLocalHints bounds the sold-out hints kept in process.
 const maxLocalHints = 10_000
 
-func newGate(r *Redis, c clock.Clock, ttl, hint time.Duration, m *metrics) *Gate {
-	return &Gate{r: r, clock: c, ttl: ttl, hint: hint, local: min(hint/2, 500*time.Millisecond), m: m,
-		hints: make(map[string]localHint), taken: make(map[string]time.Time)}
+func newGate(r *Redis, c clock.Clock, ttl, hint, wait time.Duration, m *metrics) *Gate {
+	return &Gate{r: r, clock: c, ttl: ttl, hint: hint, wait: wait, local: min(hint/2, 500*time.Millisecond), m: m,
+		hints: make(map[string]localHint), taken: make(map[string]time.Time), pending: make(map[string]chan struct{})}
 }
+
+// A seat key is "deadline:nonce" while its request's hold is in flight
+// (pending: it may still fail, and then it is released) and
+// "deadline:held" once the database made the hold. Only a held key turns a
+// request away; a pending one makes it wait for the answer.
 
 // gateEnter checks the class's sold-out hint (KEYS[1]) and then sets every
 // seat key (KEYS[2..]) to ARGV[3] at once, or none: it returns {-1} when the
-// hint says sold out for this many units, {i} when seat i's key is held by
-// another request, {0} when the caller now holds all the keys.
+// hint says sold out for this many units, {i, deadline, 1} when seat i is
+// held, {i, deadline, 0} when seat i's hold is in flight, {0} when the
+// caller now holds all the keys.
 // ARGV: now (ms), units, the value (deadline ms ":" nonce), TTL (ms).
 var gateEnter = redis.NewScript(`
 local now = tonumber(ARGV[1])
@@ -72,17 +85,32 @@ if h then
     return {-1, tonumber(u), tonumber(d)}
   end
 end
+local pending = nil
 for i = 2, #KEYS do
   local v = redis.call('GET', KEYS[i])
   if v then
-    local d = string.match(v, '^(%d+):')
-    if d and tonumber(d) > now then return {i - 1, tonumber(d), 0} end
+    local d, rest = string.match(v, '^(%d+):(.*)$')
+    if d and tonumber(d) > now then
+      if rest == 'held' then return {i - 1, tonumber(d), 1} end
+      pending = pending or {i - 1, tonumber(d), 0}
+    end
   end
 end
+if pending then return pending end
 for i = 2, #KEYS do
   redis.call('SET', KEYS[i], ARGV[3], 'PX', ARGV[4])
 end
 return {0, 0, 0}
+`)
+
+// gateHeld marks every seat key (KEYS) held, to ARGV[1] ("deadline:held"),
+// for ARGV[2] ms: the database made the hold. Whatever the key held is
+// replaced: a request still in flight on one of the seats can only lose it.
+var gateHeld = redis.NewScript(`
+for i = 1, #KEYS do
+  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+return #KEYS
 `)
 
 // gateRelease deletes each key (KEYS) that still holds ARGV[1]: a request
@@ -130,19 +158,40 @@ func (g *Gate) keys(flight int64, class string, seats []string) []string {
 	return keys
 }
 
-// gatePass is what enter leaves to undo: the seat keys it set.
+// gatePass is what enter leaves: the seat keys it set (value), or, for a
+// request that went on without them (value ""), the keys it did not set;
+// either marks them held when its hold is made.
 type gatePass struct {
-	keys  []string
-	value string
+	keys     []string
+	value    string
+	deadline time.Time // the keys' deadline, fixed before the hold is made
+	// decided is closed when the hold is decided (keys set only).
+	decided chan struct{}
 }
 
-// gateEnter's answers: {-1, units, deadline} sold out, {i, deadline, 0} seat
-// i held, {0, 0, 0} keys taken.
+// gateEnter's answers: {-1, units, deadline} sold out, {i, deadline, 1}
+// seat i held, {i, deadline, 0} seat i's hold in flight, {0, 0, 0} keys
+// taken.
+
+// pendingPoll is how soon a request asks again about a seat whose hold is
+// in flight, doubled each time up to pendingPollMax: a hold usually takes
+// a few milliseconds, but in a saturated sale a hundred or more, and a
+// crowd asking every few milliseconds all that time would load Redis for
+// nothing.
+const (
+	pendingPoll    = 2 * time.Millisecond
+	pendingPollMax = 16 * time.Millisecond
+)
 
 // enter turns away a request that the hint says is sold out (fault.SoldOut)
-// or whose seats another request is holding right now
-// (fault.SeatUnavailable); otherwise it holds the keys of all the seats
-// until release or their TTL. With Redis unreachable it steps aside.
+// or one of whose seats is held (fault.SeatUnavailable); otherwise it
+// holds the keys of all the seats until release, or until their hold is
+// made and marks them held. A seat whose hold is still in flight is no
+// reason to refuse, since that hold may fail (its request may be over its
+// hold limit, or ask for a seat that does not exist): the request waits
+// for the answer, asking again every few milliseconds, and after at most
+// wait goes on to the database without the keys, which decides. With Redis
+// unreachable it steps aside.
 func (g *Gate) enter(ctx context.Context, flight int64, class string, seats []string, units int) (*gatePass, error) {
 	now := g.clock.Now()
 	keys := g.keys(flight, class, seats)
@@ -150,33 +199,90 @@ func (g *Gate) enter(ctx context.Context, flight int64, class string, seats []st
 		return nil, err
 	}
 	hk := keys[0]
-	if !g.r.Usable() {
-		g.m.fallback.WithLabelValues("seat_gate").Inc()
-		return nil, nil
+	deadline := now.Add(g.ttl)
+	value := strconv.FormatInt(deadline.UnixMilli(), 10) + ":" + nonce()
+	giveUp := time.Now().Add(g.wait)
+	for poll := pendingPoll; ; poll = min(2*poll, pendingPollMax) {
+		if !g.r.Usable() {
+			g.m.fallback.WithLabelValues("seat_gate").Inc()
+			return nil, nil
+		}
+		now = g.clock.Now()
+		res, err := gateEnter.Run(ctx, g.r.Cmd, keys, now.UnixMilli(), units, value, g.ttl.Milliseconds()).Int64Slice()
+		if err != nil {
+			g.r.Fail("seat_gate", err)
+			g.m.fallback.WithLabelValues("seat_gate").Inc()
+			return nil, nil
+		}
+		g.r.OK()
+		switch {
+		case res[0] < 0:
+			g.remember(hk, int(res[1]), time.UnixMilli(res[2]), now)
+			g.m.turnedAway.WithLabelValues("sold_out_hint").Inc()
+			return nil, soldOut(flight, class)
+		case res[0] > 0 && res[2] == 1:
+			g.rememberTaken(keys[res[0]], time.UnixMilli(res[1]), now)
+			g.m.turnedAway.WithLabelValues("seat_gate").Inc()
+			return nil, seatTaken(seats[res[0]-1])
+		case res[0] > 0:
+			left := time.Until(giveUp)
+			if left <= 0 {
+				g.m.admitted.WithLabelValues("seat_gate_undecided").Inc()
+				return &gatePass{keys: keys[1:], deadline: deadline}, nil
+			}
+			// A hold of this process is woken by its channel; another
+			// process's is asked about again after poll.
+			g.mu.Lock()
+			decided := g.pending[keys[res[0]]]
+			g.mu.Unlock()
+			wait := time.NewTimer(min(poll, left))
+			if decided != nil {
+				wait.Reset(left)
+			}
+			select {
+			case <-ctx.Done():
+				wait.Stop()
+				return nil, ctx.Err()
+			case <-decided:
+			case <-wait.C:
+			}
+			wait.Stop()
+			continue
+		}
+		if len(seats) == 0 {
+			return nil, nil
+		}
+		g.m.admitted.WithLabelValues("seat_gate").Inc()
+		p := &gatePass{keys: keys[1:], value: value, deadline: deadline, decided: make(chan struct{})}
+		g.mu.Lock()
+		for _, k := range p.keys {
+			if _, ok := g.pending[k]; !ok {
+				g.pending[k] = p.decided
+			}
+		}
+		g.mu.Unlock()
+		return p, nil
 	}
-	value := strconv.FormatInt(now.Add(g.ttl).UnixMilli(), 10) + ":" + nonce()
-	res, err := gateEnter.Run(ctx, g.r.Cmd, keys, now.UnixMilli(), units, value, g.ttl.Milliseconds()).Int64Slice()
-	if err != nil {
-		g.r.Fail("seat_gate", err)
-		g.m.fallback.WithLabelValues("seat_gate").Inc()
-		return nil, nil
+}
+
+// decide wakes the requests of this process waiting for p's hold, once,
+// after Redis has been told its outcome.
+func (g *Gate) decide(p *gatePass) {
+	if p == nil {
+		return
 	}
-	g.r.OK()
-	switch {
-	case res[0] < 0:
-		g.remember(hk, int(res[1]), time.UnixMilli(res[2]), now)
-		g.m.turnedAway.WithLabelValues("sold_out_hint").Inc()
-		return nil, soldOut(flight, class)
-	case res[0] > 0:
-		g.rememberTaken(keys[res[0]], time.UnixMilli(res[1]), now)
-		g.m.turnedAway.WithLabelValues("seat_gate").Inc()
-		return nil, seatTaken(seats[res[0]-1])
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p.decided == nil {
+		return
 	}
-	if len(seats) == 0 {
-		return nil, nil
+	for _, k := range p.keys {
+		if g.pending[k] == p.decided {
+			delete(g.pending, k)
+		}
 	}
-	g.m.admitted.WithLabelValues("seat_gate").Inc()
-	return &gatePass{keys: keys[1:], value: value}, nil
+	close(p.decided)
+	p.decided = nil
 }
 
 // inProcess turns away, without asking Redis, a request that this process
@@ -202,11 +308,32 @@ func (g *Gate) refuseInProcess(flight int64, class string, seats []string, units
 // release frees the keys of p (when the database refused the hold, so that
 // the seats are not blocked for others for the rest of the TTL: race 8 of docs/invariants.md).
 func (g *Gate) release(ctx context.Context, p *gatePass) {
-	if p == nil || !g.r.Usable() {
+	defer g.decide(p)
+	if p == nil || p.value == "" || !g.r.Usable() {
 		return
 	}
 	if err := gateRelease.Run(ctx, g.r.Cmd, p.keys, p.value).Err(); err != nil {
 		g.r.Fail("seat_gate_release", err)
+		return
+	}
+	g.r.OK()
+}
+
+// held marks the keys of p held: the database made its hold. They keep the
+// deadline fixed before the hold was made, so they are gone by the time it
+// expires.
+func (g *Gate) held(ctx context.Context, p *gatePass) {
+	defer g.decide(p)
+	if p == nil || !g.r.Usable() {
+		return
+	}
+	ttl := p.deadline.Sub(g.clock.Now())
+	if ttl <= 0 {
+		return
+	}
+	value := strconv.FormatInt(p.deadline.UnixMilli(), 10) + ":held"
+	if err := gateHeld.Run(ctx, g.r.Cmd, p.keys, value, max(1, ttl.Milliseconds())).Err(); err != nil {
+		g.r.Fail("seat_gate_held", err)
 		return
 	}
 	g.r.OK()

@@ -177,7 +177,7 @@ func New(b base.Archetype, cfg Config, rdb *Redis, pool *pgxpool.Pool) *Guard {
 	}
 	rl := redis_rate.NewLimiter(rdb.Cmd)
 	g.rate = rl
-	g.Gate = newGate(rdb, c, cfg.SeatGateTTL, cfg.SoldOutTTL, g.m)
+	g.Gate = newGate(rdb, c, cfg.SeatGateTTL, cfg.SoldOutTTL, cfg.ShedWait, g.m)
 	g.Requests = newRequestLimiter(rdb, rl, cfg.RequestLimit, g.m)
 	g.Addresses = newRequestLimiter(rdb, rl, cfg.AddressLimit, g.m)
 	for name, n := range cfg.Lanes {
@@ -462,6 +462,7 @@ func (p *holdPass) done(ctx context.Context, holdErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if holdErr == nil {
+		g.Gate.held(ctx, p.gate)
 		g.Room.done(ctx, p.adm, true)
 		return
 	}
@@ -488,7 +489,7 @@ func (g *Guard) Ready(ctx context.Context) error {
 }
 
 // scripts are the layers' own Lua scripts, loaded into Redis by Warm.
-var scripts = []*redis.Script{gateEnter, gateRelease, hintSet, roomTicket, roomFront, roomSpent}
+var scripts = []*redis.Script{gateEnter, gateHeld, gateRelease, hintSet, roomTicket, roomFront, roomSpent}
 
 // Warm readies the layers before the first request: the waiting rooms'
 // settings are loaded, and the layers' scripts are in Redis's script cache,
