@@ -51,10 +51,10 @@ func TestPoolsAreWarmBeforeTheFirstRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The layers' own 6 scripts and go-redis/redis_rate's 2 (the request
+	// The layers' own 7 scripts and go-redis/redis_rate's 2 (the request
 	// limits).
-	if !strings.Contains(info, "number_of_cached_scripts:8\r\n") {
-		t.Errorf("the surge layers' 8 scripts are not all in Redis's cache before the first request: %s", cachedScripts(info))
+	if !strings.Contains(info, "number_of_cached_scripts:9\r\n") {
+		t.Errorf("the surge layers' 9 scripts are not all in Redis's cache before the first request: %s", cachedScripts(info))
 	}
 }
 
