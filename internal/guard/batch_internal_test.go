@@ -232,7 +232,7 @@ func TestSeatGateWaitsForAHoldInFlight(t *testing.T) {
 			case <-time.After(100 * time.Millisecond):
 			}
 			close(decide)
-			if err := <-firstDone; !errors.Is(err, first.err) && err != first.err {
+			if err := <-firstDone; !errors.Is(err, first.err) {
 				t.Fatalf("first hold: %v, want %v", err, first.err)
 			}
 			if got := <-secondDone; got != first.want {
