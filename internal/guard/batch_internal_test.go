@@ -180,6 +180,8 @@ func openTestRedis(tb testing.TB, o RedisOptions) *Redis {
 // the seat; made, the second is turned away as the seat is now held.
 // Only a held seat is refused without waiting. The second buyer may be in
 // the first's process (woken in process) or another (asking Redis again).
+// A hold still undecided after the wait (a third of the shed wait) is
+// taken as made: the buyer gets 409 without the database.
 func TestSeatGateWaitsForAHoldInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -246,4 +248,26 @@ func TestSeatGateWaitsForAHoldInFlight(t *testing.T) {
 			}
 		})
 	}
+	t.Run("undecided", func(t *testing.T) {
+		g.Gate.Forget(ctx, 1, "ECONOMY", []string{"1A"})
+		other.Gate.Forget(ctx, 1, "ECONOMY", []string{"1A"})
+		inCall, decide := make(chan struct{}), make(chan struct{})
+		firstDone := make(chan error, 1)
+		go func() {
+			firstDone <- g.Hold(ctx, seat(1), func(context.Context) error { close(inCall); <-decide; return nil })
+		}()
+		<-inCall
+		for name, second := range map[string]*Guard{"same process": g, "other process": other} {
+			asked, start := false, time.Now()
+			err := second.Hold(ctx, seat(2), func(context.Context) error { asked = true; return nil })
+			if waited := time.Since(start); !fault.Is(err, fault.SeatUnavailable) || asked || waited < 500*time.Millisecond {
+				t.Errorf("%s: %v after %v (database asked: %v), want 409 seat_unavailable after the wait (2 s / 3), without the database",
+					name, err, waited, asked)
+			}
+		}
+		close(decide)
+		if err := <-firstDone; err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -30,7 +30,8 @@ type Gate struct {
 	clock clock.Clock
 	ttl   time.Duration // how long a seat's key keeps others out (15 s)
 	// wait is how long a request waits for another request's hold in
-	// flight on one of its seats to be decided (BERTH_SHED_WAIT).
+	// flight on one of its seats to be decided (a third of
+	// BERTH_SHED_WAIT).
 	wait  time.Duration
 	hint  time.Duration // how long a sold-out answer is believed (1 s)
 	local time.Duration // how long this process believes it without asking Redis
@@ -60,8 +61,8 @@ type localHint struct {
 // maxLocalHints bounds the sold-out hints kept in process.
 const maxLocalHints = 10_000
 
-func newGate(r *Redis, c clock.Clock, ttl, hint, wait time.Duration, m *metrics) *Gate {
-	return &Gate{r: r, clock: c, ttl: ttl, hint: hint, wait: wait, local: min(hint/2, 500*time.Millisecond), m: m,
+func newGate(r *Redis, c clock.Clock, ttl, hint, shedWait time.Duration, m *metrics) *Gate {
+	return &Gate{r: r, clock: c, ttl: ttl, hint: hint, wait: shedWait / 3, local: min(hint/2, 500*time.Millisecond), m: m,
 		hints: make(map[string]localHint), taken: make(map[string]time.Time), pending: make(map[string]chan struct{})}
 }
 
@@ -158,14 +159,13 @@ func (g *Gate) keys(flight int64, class string, seats []string) []string {
 	return keys
 }
 
-// gatePass is what enter leaves: the seat keys it set (value), or, for a
-// request that went on without them (value ""), the keys it did not set;
-// either marks them held when its hold is made.
+// gatePass is what enter leaves: the seat keys it set, to release if the
+// hold is refused or to mark held if it is made.
 type gatePass struct {
 	keys     []string
 	value    string
 	deadline time.Time // the keys' deadline, fixed before the hold is made
-	// decided is closed when the hold is decided (keys set only).
+	// decided is closed when the hold is decided.
 	decided chan struct{}
 }
 
@@ -187,11 +187,13 @@ const (
 // or one of whose seats is held (fault.SeatUnavailable); otherwise it
 // holds the keys of all the seats until release, or until their hold is
 // made and marks them held. A seat whose hold is still in flight is no
-// reason to refuse, since that hold may fail (its request may be over its
-// hold limit, or ask for a seat that does not exist): the request waits
-// for the answer, asking again every few milliseconds, and after at most
-// wait goes on to the database without the keys, which decides. With Redis
-// unreachable it steps aside.
+// reason to refuse at once, since that hold may fail (its request may be
+// over its hold limit, or ask for a seat that does not exist, and such
+// fail fast): the request waits for the answer, and is refused only if
+// the seat is then held or that hold is still undecided after wait (by
+// then most likely to be made; a crowd racing for one seat is answered
+// 409 within that wait, never sent on to queue for the database). With
+// Redis unreachable it steps aside.
 func (g *Gate) enter(ctx context.Context, flight int64, class string, seats []string, units int) (*gatePass, error) {
 	now := g.clock.Now()
 	keys := g.keys(flight, class, seats)
@@ -227,8 +229,8 @@ func (g *Gate) enter(ctx context.Context, flight int64, class string, seats []st
 		case res[0] > 0:
 			left := time.Until(giveUp)
 			if left <= 0 {
-				g.m.admitted.WithLabelValues("seat_gate_undecided").Inc()
-				return &gatePass{keys: keys[1:], deadline: deadline}, nil
+				g.m.turnedAway.WithLabelValues("seat_gate_in_flight").Inc()
+				return nil, seatTaken(seats[res[0]-1])
 			}
 			// A hold of this process is woken by its channel; another
 			// process's is asked about again after poll.
@@ -309,7 +311,7 @@ func (g *Gate) refuseInProcess(flight int64, class string, seats []string, units
 // the seats are not blocked for others for the rest of the TTL: race 8 of docs/invariants.md).
 func (g *Gate) release(ctx context.Context, p *gatePass) {
 	defer g.decide(p)
-	if p == nil || p.value == "" || !g.r.Usable() {
+	if p == nil || !g.r.Usable() {
 		return
 	}
 	if err := gateRelease.Run(ctx, g.r.Cmd, p.keys, p.value).Err(); err != nil {

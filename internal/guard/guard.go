@@ -356,6 +356,9 @@ func (g *Guard) beforeHold(ctx context.Context, h Intent) (context.Context, *hol
 		}
 		return ctx, p, nil
 	}
+	// What the hold waits for before the database (another hold of its
+	// seats at the gate, a lane slot, its batch) counts from here.
+	start := time.Now()
 	// The token is checked (signature, customer, flight, expiry) without
 	// Redis; claiming it waits until the cheaper layers have passed.
 	per, err := g.Room.admitRate(ctx, h.FlightID)
@@ -399,7 +402,7 @@ func (g *Guard) beforeHold(ctx context.Context, h Intent) (context.Context, *hol
 			return ctx, nil, fault.New(fault.WaitingRoom, "this admission was already used; queue again for another hold")
 		}
 	}
-	ctx, err = p.enterLane(ctx)
+	ctx, err = p.enterLane(ctx, start)
 	if err != nil {
 		p.undo(ctx)
 		return ctx, nil, err
@@ -407,18 +410,18 @@ func (g *Guard) beforeHold(ctx context.Context, h Intent) (context.Context, *hol
 	return ctx, p, nil
 }
 
-// enterLane takes a slot of the hold lane, waiting at most ShedWait. The
-// context returned carries what is left of that wait to the hold's
-// coalescing queue (coalesce.WaitUntil): a shed hold waits ShedWait in all
-// before the database, not for a slot and then as long again for its
-// batch.
-func (p *holdPass) enterLane(ctx context.Context) (context.Context, error) {
+// enterLane takes a slot of the hold lane, waiting at most what is left of
+// ShedWait since start (the seat gate may have waited for another hold of
+// the same seats). The context returned carries what is left of that wait
+// to the hold's coalescing queue (coalesce.WaitUntil): a shed hold waits
+// ShedWait in all before the database, not at the gate, then for a slot,
+// then as long again for its batch.
+func (p *holdPass) enterLane(ctx context.Context, start time.Time) (context.Context, error) {
 	l, ok := p.g.lanes[LaneHold]
 	if !ok {
 		return ctx, nil
 	}
-	start := time.Now()
-	leave, err := l.enter(ctx, p.g.cfg.ShedWait)
+	leave, err := l.enter(ctx, max(0, p.g.cfg.ShedWait-time.Since(start)))
 	if err != nil {
 		return ctx, err
 	}
