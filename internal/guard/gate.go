@@ -202,7 +202,7 @@ func (g *Gate) enter(ctx context.Context, flight int64, class string, seats []st
 	}
 	hk := keys[0]
 	deadline := now.Add(g.ttl)
-	value := strconv.FormatInt(deadline.UnixMilli(), 10) + ":" + nonce()
+	value := keyValue(deadline, nonce())
 	giveUp := time.Now().Add(g.wait)
 	for poll := pendingPoll; ; poll = min(2*poll, pendingPollMax) {
 		if !g.r.Usable() {
@@ -232,39 +232,58 @@ func (g *Gate) enter(ctx context.Context, flight int64, class string, seats []st
 				g.m.turnedAway.WithLabelValues("seat_gate_in_flight").Inc()
 				return nil, seatTaken(seats[res[0]-1])
 			}
-			// A hold of this process is woken by its channel; another
-			// process's is asked about again after poll.
-			g.mu.Lock()
-			decided := g.pending[keys[res[0]]]
-			g.mu.Unlock()
-			wait := time.NewTimer(min(poll, left))
-			if decided != nil {
-				wait.Reset(left)
+			if err := g.awaitHold(ctx, keys[res[0]], poll, left); err != nil {
+				return nil, err
 			}
-			select {
-			case <-ctx.Done():
-				wait.Stop()
-				return nil, ctx.Err()
-			case <-decided:
-			case <-wait.C:
-			}
-			wait.Stop()
 			continue
 		}
 		if len(seats) == 0 {
 			return nil, nil
 		}
 		g.m.admitted.WithLabelValues("seat_gate").Inc()
-		p := &gatePass{keys: keys[1:], value: value, deadline: deadline, decided: make(chan struct{})}
-		g.mu.Lock()
-		for _, k := range p.keys {
-			if _, ok := g.pending[k]; !ok {
-				g.pending[k] = p.decided
-			}
-		}
-		g.mu.Unlock()
-		return p, nil
+		return g.track(&gatePass{keys: keys[1:], value: value, deadline: deadline}), nil
 	}
+}
+
+// keyValue is a seat key's value: its deadline, then what it says (a
+// request's nonce while its hold is in flight, "held" once made).
+func keyValue(deadline time.Time, what string) string {
+	return strconv.FormatInt(deadline.UnixMilli(), 10) + ":" + what
+}
+
+// awaitHold waits, at most left, for the hold in flight on key to be
+// decided: woken when it is decided if it is this process's, else after
+// pause (to ask Redis again).
+func (g *Gate) awaitHold(ctx context.Context, key string, pause, left time.Duration) error {
+	g.mu.Lock()
+	decided := g.pending[key]
+	g.mu.Unlock()
+	if decided == nil {
+		left = min(pause, left)
+	}
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-decided:
+	case <-t.C:
+	}
+	return nil
+}
+
+// track records p's keys as this process's holds in flight, for awaitHold
+// to be woken by decide.
+func (g *Gate) track(p *gatePass) *gatePass {
+	p.decided = make(chan struct{})
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range p.keys {
+		if _, ok := g.pending[k]; !ok {
+			g.pending[k] = p.decided
+		}
+	}
+	return p
 }
 
 // decide wakes the requests of this process waiting for p's hold, once,
@@ -333,8 +352,7 @@ func (g *Gate) held(ctx context.Context, p *gatePass) {
 	if ttl <= 0 {
 		return
 	}
-	value := strconv.FormatInt(p.deadline.UnixMilli(), 10) + ":held"
-	if err := gateHeld.Run(ctx, g.r.Cmd, p.keys, value, max(1, ttl.Milliseconds())).Err(); err != nil {
+	if err := gateHeld.Run(ctx, g.r.Cmd, p.keys, keyValue(p.deadline, "held"), max(1, ttl.Milliseconds())).Err(); err != nil {
 		g.r.Fail("seat_gate_held", err)
 		return
 	}

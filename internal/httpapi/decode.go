@@ -28,45 +28,49 @@ const maxBody = 64 << 10
 // Malformed input is fault.InvalidRequest. The Content-Type is not
 // checked: the body must parse as JSON either way.
 func decode(w http.ResponseWriter, r *http.Request, dst any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := readBody(w, r)
 	if err != nil {
-		return decodeError(err)
+		return err
 	}
 	return decodeJSON(body, dst)
 }
 
-// noBody refuses a body on a route that acts on its path alone: a body
-// it would ignore (malformed, or fields the client believes count) is
-// answered 400 like any bad body, not silently dropped. Nothing, blanks,
-// {} and null pass. What was read is put back for what reads the body
-// after (the Idempotency-Key's request hash).
-func noBody(w http.ResponseWriter, r *http.Request) error {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil
-	}
+// readBody reads r's body, at most maxBody bytes (413 body_too_large
+// beyond).
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		return decodeError(err)
+		return nil, decodeError(err)
+	}
+	return body, nil
+}
+
+// checkInput refuses, before a route's handler, what the handler would
+// otherwise ignore without a word: a query string that does not parse (a
+// bad percent escape, a semicolon), whose parameters url.Values would
+// drop, so that ?limit=%zz is not served as if there were no limit; and,
+// on a bodiless route (one that acts on its path alone), a body, malformed
+// or with fields the client believes count. Nothing, blanks, {} and null
+// are no body. What was read of the body is put back for what reads it
+// after (the Idempotency-Key's request hash).
+func checkInput(w http.ResponseWriter, r *http.Request, bodiless bool) error {
+	if r.URL.RawQuery != "" {
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			return fault.New(fault.InvalidRequest, "the query string does not parse: %v", err)
+		}
+	}
+	if !bodiless || r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
 	return decodeJSON(body, &struct{}{})
-}
-
-// checkQuery refuses a query string that does not parse (a bad percent
-// escape, a semicolon), whose parameters url.Values would otherwise drop
-// without a word, so that ?limit=%zz is not served as if there were no
-// limit.
-func checkQuery(r *http.Request) error {
-	if r.URL.RawQuery == "" {
-		return nil
-	}
-	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
-		return fault.New(fault.InvalidRequest, "the query string does not parse: %v", err)
-	}
-	return nil
 }
 
 // decodeJSON is decode on a body already read.

@@ -54,9 +54,9 @@ func (s *Server) idempotent(mode Idempotency, inEffect bool, h handlerFunc) hand
 		if len(values) > 1 || !validKey(values[0]) {
 			return fault.New(fault.InvalidRequest, "%s must be one value of 1 to 255 printable ASCII characters", idempotencyHeader)
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		body, err := readBody(w, r)
 		if err != nil {
-			return decodeError(err)
+			return err
 		}
 		q := idempotency.NewRequest(c.ID, values[0], r.Method, r.URL.Path, body)
 		if inEffect {

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"io"
 	"net/http"
 
 	"berth.dev/berth/internal/auth"
@@ -24,9 +23,9 @@ func (s *Server) startPayment(w http.ResponseWriter, r *http.Request, c auth.Cal
 // processed, duplicates included; 401 to a bad signature; 5xx (the gateway
 // retries) when processing failed.
 func (s *Server) paymentWebhook(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := readBody(w, r)
 	if err != nil {
-		return decodeError(err)
+		return err
 	}
 	if err := s.Payments.HandleWebhook(r.Context(), r.Header, body); err != nil {
 		return err

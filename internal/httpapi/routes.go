@@ -72,7 +72,7 @@ type entry struct {
 	// (Server.runPending).
 	keyInEffect bool
 	// bodiless: the route acts on its path alone and refuses a body
-	// (noBody).
+	// (checkInput).
 	bodiless bool
 }
 

@@ -142,15 +142,9 @@ func (s *Server) handle(e entry) {
 				return
 			}
 		}
-		if err := checkQuery(r); err != nil {
+		if err := checkInput(w, r, bodiless); err != nil {
 			s.writeError(w, r, err)
 			return
-		}
-		if bodiless {
-			if err := noBody(w, r); err != nil {
-				s.writeError(w, r, err)
-				return
-			}
 		}
 		ctx, leave, err := s.Guard.Admit(r.Context(), lane, clientKey(r, c, who))
 		if err != nil {
