@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/clock"
@@ -42,7 +40,7 @@ func seedCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer pool.Close()
-	if err := requireMigrated(ctx, pool); err != nil {
+	if _, err := pg.CheckSchema(ctx, pool); err != nil {
 		return err
 	}
 	f.Progress, c.Progress = stderr, stderr
@@ -54,19 +52,6 @@ func seedCmd(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stdout, "seeded %d flights with %d seats\n", flights, seats)
 	}
 	return seedCars(ctx, pool, c, stdout)
-}
-
-// requireMigrated says what to do when the database has no schema yet,
-// instead of a missing table's error half-way through.
-func requireMigrated(ctx context.Context, pool *pgxpool.Pool) error {
-	var migrated bool
-	if err := pool.QueryRow(ctx, `SELECT to_regclass('booking') IS NOT NULL`).Scan(&migrated); err != nil {
-		return err
-	}
-	if !migrated {
-		return errors.New("the database has no berth schema: run berth migrate first")
-	}
-	return nil
 }
 
 func auditCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {

@@ -66,6 +66,13 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	for _, a := range applied {
 		fmt.Fprintln(stderr, " ", a)
 	}
+	ahead, err := pg.CheckSchema(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if ahead > 0 {
+		fmt.Fprintf(stderr, "warning: the database's schema is %d versions ahead of this berth's (%d): a newer berth migrated it\n", ahead, pg.Target())
+	}
 	return nil
 }
 

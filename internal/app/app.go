@@ -179,6 +179,14 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 		// The connections were warmed before the schema was there.
 		a.Warmer.Pass(ctx, pool)
 	}
+	ahead, err := pg.CheckSchema(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	if ahead > 0 {
+		o.Log.Warn("the database's schema is newer than this berth's: right while a rolling upgrade replaces this process, an old binary otherwise",
+			"versions_ahead", ahead, "binary_version", pg.Target())
+	}
 	ready, err := a.surge(ctx, pc, tracer, o)
 	if err != nil {
 		return nil, err

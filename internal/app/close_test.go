@@ -36,6 +36,9 @@ func TestNewClosesWhatItOpenedOnFailure(t *testing.T) {
 			exec(t, url, `DELETE FROM goose_db_version WHERE version_id > 0`)
 			cfg.Migrate = true
 		}},
+		{"the schema is older than the binary", func(t *testing.T, _ *config.Config, url string) {
+			exec(t, url, `DELETE FROM goose_db_version WHERE version_id = (SELECT max(version_id) FROM goose_db_version)`)
+		}},
 		{"read pool cannot be opened", func(_ *testing.T, cfg *config.Config, _ string) {
 			cfg.DatabaseReadURL = "postgres://%zz"
 		}},
