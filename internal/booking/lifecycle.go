@@ -139,7 +139,7 @@ const (
 
 // cancellation decides what cancelling b at now by caller does: HELD →
 // nothing to refund; CONFIRMED → by the booking's rule, or in full when the
-// host or an admin cancels. Returns fault.InvalidState for any other status.
+// host or an admin cancels someone else's booking. Returns fault.InvalidState for any other status.
 func cancellation(b *Booking, caller auth.Caller, now time.Time) (Cancellation, error) {
 	c := Cancellation{Booking: b, Reason: ByCustomer, At: now}
 	// The role decides: a customer token is the customer even when its
@@ -151,6 +151,11 @@ func cancellation(b *Booking, caller auth.Caller, now time.Time) (Cancellation, 
 		c.Reason = ByHost
 	case !caller.Customer() || caller.ID != b.CustomerID:
 		return c, fault.New(fault.NotFound, "no booking %d", b.ID)
+	}
+	// A host or an admin cancelling their own booking as a customer is
+	// that customer: another role is no way around their refund rule.
+	if caller.ID == b.CustomerID {
+		c.Reason = ByCustomer
 	}
 	switch b.Status {
 	case Held:

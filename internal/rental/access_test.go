@@ -211,3 +211,36 @@ func TestRoleDecidesWhatTheCallerActsAs(t *testing.T) {
 	}
 	apptest.MustAudit(t, e.pool(), e.s.Clock.Now())
 }
+
+// The same person under another role is no way around their own refund
+// rule: a host who booked their own car as a customer, or an admin who
+// booked for themselves, gets the customer's refund when they cancel with
+// the host's or the admin's token, and the cancellation counts as theirs.
+func TestAnotherRoleIsNoWayAroundTheRefundRule(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.listCar("HN", "2h")
+	e.s.Clock.Set(at(1, 8, 0))
+	for _, tc := range []struct {
+		name, role string
+		sub        int64
+		from       time.Time
+	}{
+		{"the car's host", "host", 500, at(10, 8, 0)},
+		{"an admin", "admin", 9, at(12, 8, 0)},
+	} {
+		id := e.book(tc.sub, c.ID, tc.from, tc.from.Add(24*time.Hour))
+		e.confirm(id)
+		e.s.Clock.Set(tc.from.Add(-12 * time.Hour)) // under 24h before pickup: the customer's policy refunds nothing
+		as := apptest.Client{Base: e.s.URL, Token: e.s.Token(tc.role, tc.sub)}
+		r := e.s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/bookings/%d/refund-quote", id), Token: as.Token})
+		if q := r.Map(t); r.Status != http.StatusOK || q["rule"] != "policy" || q["refundAmount"] != float64(0) {
+			t.Errorf("%s quotes their own booking: %d %s, want rule policy and nothing back", tc.name, r.Status, r.Body)
+		}
+		if v := as.Cancel(t, id); v.Status != booking.Cancelled || v.CancelReason != booking.ByCustomer ||
+			v.RefundAmount == nil || *v.RefundAmount != 0 {
+			t.Errorf("%s cancels their own booking: %+v, want CANCELLED by customer with nothing back", tc.name, v)
+		}
+	}
+	apptest.MustAudit(t, e.pool(), e.s.Clock.Now())
+}
