@@ -127,6 +127,22 @@ func FuzzParseTime(f *testing.F) {
 	})
 }
 
+// RFC 3339's "T" and "Z" may be written in lower case (its section 5.6);
+// nothing else is read case-blind.
+func TestParseTimeTakesLowerCaseTAndZ(t *testing.T) {
+	want := time.Date(2027, 8, 1, 9, 0, 0, 0, time.UTC)
+	for _, s := range []string{"2027-08-01t09:00:00z", "2027-08-01T09:00:00z", "2027-08-01t09:00:00Z", "2027-08-01t16:00:00+07:00"} {
+		if got, err := parseTime("from", s); err != nil || !got.Equal(want) {
+			t.Errorf("parseTime(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"2027-08-01x09:00:00Z", "2027-08-01t09:00:00", "2027-08-01t09:00:00y"} {
+		if _, err := parseTime("from", s); err == nil {
+			t.Errorf("parseTime(%q) accepted", s)
+		}
+	}
+}
+
 // BenchmarkDecodeHold is the strict decoding of a seat hold's body, which
 // every hold pays, accepted or refused.
 func BenchmarkDecodeHold(b *testing.B) {
