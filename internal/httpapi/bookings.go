@@ -126,7 +126,6 @@ func writeBookings(w http.ResponseWriter, list []*booking.Booking) {
 	for _, b := range list {
 		out = append(out, b.View())
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"bookings": out})
 }
 

@@ -141,6 +141,8 @@ func (s *Server) handle(e entry) {
 				s.writeError(w, r, err)
 				return
 			}
+			// What a token reads is that caller's: no cache keeps it.
+			w.Header().Set("Cache-Control", "no-store")
 		}
 		if err := checkInput(w, r, bodiless); err != nil {
 			s.writeError(w, r, err)

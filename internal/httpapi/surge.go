@@ -98,7 +98,6 @@ func (s *Server) waitingRoom(w http.ResponseWriter, r *http.Request, c auth.Call
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	if !st.Admitted {
 		writeJSON(w, http.StatusOK, map[string]any{"position": st.Position, "admitted": false})
 		return nil

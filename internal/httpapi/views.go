@@ -57,7 +57,6 @@ func (s *Server) hostCars(w http.ResponseWriter, r *http.Request, c auth.Caller)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	s.writeCars(w, r, res, true)
 	return nil
 }
@@ -144,7 +143,6 @@ func (s *Server) adminFlights(w http.ResponseWriter, r *http.Request, _ auth.Cal
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"flights": out})
 	return nil
 }
@@ -163,7 +161,6 @@ func (s *Server) adminFlight(w http.ResponseWriter, r *http.Request, _ auth.Call
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, out[0])
 	return nil
 }
@@ -183,7 +180,6 @@ func (s *Server) adminEvents(w http.ResponseWriter, r *http.Request, _ auth.Call
 	for _, c := range st.Consumers {
 		cs = append(cs, consumer{ConsumerLag: c, LagSeconds: c.Lag.Seconds()})
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{
 		"backlog": st.Backlog, "oldestSeconds": st.OldestAge.Seconds(), "consumers": cs, "asOf": st.AsOf,
 	})
@@ -200,7 +196,6 @@ func (s *Server) lastAudit(w http.ResponseWriter, r *http.Request, _ auth.Caller
 	if !ok {
 		return fault.New(fault.NotFound, "no audit has run yet: run `berth audit`, or POST /admin/audit")
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, rep)
 	return nil
 }
@@ -232,7 +227,6 @@ func (s *Server) refundQuote(w http.ResponseWriter, r *http.Request, c auth.Call
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{
 		"bookingId": id, "refundAmount": q.Refund, "currency": q.Booking.Currency, "amount": q.Booking.Amount,
 		"percent": q.Percent, "rule": q.Rule, "cancelReason": q.Reason, "asOf": q.At.UTC().Format(time.RFC3339),
@@ -255,7 +249,6 @@ func (s *Server) bookingEvents(w http.ResponseWriter, r *http.Request, c auth.Ca
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"bookingId": id, "events": evs})
 	return nil
 }

@@ -358,3 +358,31 @@ func TestWebAppServed(t *testing.T) {
 		t.Errorf("/dev/login without a user: %d, want the form", r.Status)
 	}
 }
+
+// What a token reads is that caller's own and is never kept by a shared
+// cache: every authenticated GET answers Cache-Control: no-store, whatever
+// its handler; public reads say how long they may be kept.
+func TestPersonalAnswersAreNeverCached(t *testing.T) {
+	t.Parallel()
+	v := newViews(t, apptest.Options{})
+	flightID := v.s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 100, Seats: apptest.Seats(1, 1, "AB")})
+	b := v.s.Customer(7).HoldSeats(t, flightID, "ECONOMY", "1A")
+	for _, c := range []struct{ role, uri string }{
+		{auth.Customer, fmt.Sprintf("/bookings/%d", b.BookingID)},
+		{auth.Customer, "/bookings"},
+		{auth.Customer, fmt.Sprintf("/bookings/%d/refund-quote", b.BookingID)},
+		{auth.Customer, fmt.Sprintf("/bookings/%d/events", b.BookingID)},
+		{auth.Customer, "/waitlist"},
+		{auth.Host, "/host/cars"},
+		{auth.Admin, fmt.Sprintf("/admin/flights/%d", flightID)},
+	} {
+		r := v.s.Do(apptest.Request{Method: http.MethodGet, Path: c.uri, Token: v.s.Token(c.role, 7)})
+		if r.Status != http.StatusOK || r.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("GET %s as %s: %d, Cache-Control %q; want 200 and no-store", c.uri, c.role, r.Status, r.Header.Get("Cache-Control"))
+		}
+	}
+	r := v.s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/flights/%d/seats", flightID)})
+	if cc := r.Header.Get("Cache-Control"); !strings.HasPrefix(cc, "public") {
+		t.Errorf("GET /flights/%d/seats: Cache-Control %q, want public", flightID, cc)
+	}
+}

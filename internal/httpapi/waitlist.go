@@ -93,7 +93,6 @@ func (s *Server) listWaitlist(w http.ResponseWriter, r *http.Request, c auth.Cal
 	for _, e := range list {
 		out = append(out, viewWait(e))
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"waitlist": out})
 	return nil
 }
