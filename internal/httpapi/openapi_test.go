@@ -37,6 +37,8 @@ type apiOperation struct {
 	// Parameters are the operation's parameters, as written: a $ref or
 	// the parameter itself.
 	Parameters []map[string]any `yaml:"parameters"`
+	// Responses are the operation's answers by status.
+	Responses map[string]any `yaml:"responses"`
 }
 
 func fetchOpenAPI(t *testing.T, s *apptest.Server) (*apptest.Response, *apiDoc) {
@@ -202,6 +204,11 @@ func compareRoutes(t *testing.T, routes []httpapi.Route, doc *apiDoc) []string {
 		problems = append(problems, compareAccess(r, op, doc)...)
 		if got := idempotencyOf(op, doc); got != r.Idempotency {
 			problems = append(problems, fmt.Sprintf("route %s takes Idempotency-Key %s; the document says %s", r.Pattern(), r.Idempotency, got))
+		}
+		for _, status := range []string{"400", "413"} {
+			if _, ok := op.Responses[status]; r.Bodiless && !ok {
+				problems = append(problems, fmt.Sprintf("route %s refuses a body; the document lists no %s", r.Pattern(), status))
+			}
 		}
 	}
 	for path, item := range doc.Paths {

@@ -52,6 +52,9 @@ type Route struct {
 	Lane guard.Lane
 	// Idempotency says whether the route takes an Idempotency-Key.
 	Idempotency Idempotency
+	// Bodiless says that the route acts on its path alone and refuses a
+	// body (400 invalid_request; 413 body_too_large past the cap).
+	Bodiless bool
 }
 
 // Pattern returns r as written on the mux: "GET /flights/{id}".
@@ -71,9 +74,6 @@ type entry struct {
 	// booking.QueryHold, which claims the Idempotency-Key itself
 	// (Server.runPending).
 	keyInEffect bool
-	// bodiless: the route acts on its path alone and refuses a body
-	// (checkInput).
-	bodiless bool
 }
 
 // claimsKeyInHold returns e with keyInEffect set.
@@ -82,9 +82,9 @@ func (e entry) claimsKeyInHold() entry {
 	return e
 }
 
-// takesNoBody returns e with bodiless set.
+// takesNoBody returns e with Bodiless set.
 func (e entry) takesNoBody() entry {
-	e.bodiless = true
+	e.Bodiless = true
 	return e
 }
 

@@ -116,7 +116,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, c auth.Caller) err
 // handle registers e on the mux: the surge layers of its lane around
 // authentication and its handler, and its Idempotency-Key handling.
 func (s *Server) handle(e entry) {
-	who, lane, h, bodiless := access(e.Roles), e.Lane, e.h, e.bodiless
+	who, lane, h, bodiless := access(e.Roles), e.Lane, e.h, e.Bodiless
 	if e.Idempotency != NoKey {
 		h = s.idempotent(e.Idempotency, e.keyInEffect, h)
 	}
