@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	_ "time/tzdata" // flight times render in airport time zones on any host
+
+	"github.com/redis/go-redis/v9"
 )
 
 // commands lists every subcommand with one sentence of what it does: the
@@ -128,8 +130,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return fmt.Errorf("unknown command %q", cmd)
 }
 
+// newLogger returns the process's logger, JSON lines on w, and makes it
+// go-redis's too (redisLog).
 func newLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+	redis.SetLogger(redisLog{log})
+	return log
+}
+
+// redisLog passes go-redis's own messages (a pool that cannot dial, once
+// per attempt) to the process's logger at debug level, instead of the
+// plain-text lines go-redis prints on stderr by default: berth reports
+// Redis's state itself (/readyz, berth_guard_redis_up, a warning when it
+// goes).
+type redisLog struct{ log *slog.Logger }
+
+func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
+	r.log.DebugContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
 }
