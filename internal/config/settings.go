@@ -38,7 +38,7 @@ func (c *Config) settings() []setting {
 			v:    text(&c.RedisURL, optionalURL("a redis:// URL", "redis", "rediss"))},
 		{env: "BERTH_KAFKA_BROKERS", flag: "kafka-brokers",
 			help: "comma-separated Kafka brokers; without them events go to in-process consumers straight from the outbox",
-			v:    list(&c.KafkaBrokers)},
+			v:    list(&c.KafkaBrokers, hostPort)},
 		{env: "BERTH_KAFKA_TOPIC", flag: "kafka-topic", def: "booking-events", help: "topic of the booking events",
 			v: text(&e.KafkaTopic, notEmpty)},
 		{env: "BERTH_EVENTS_IN_SERVE", flag: "events-in-serve", def: "true",
@@ -325,8 +325,23 @@ func rate(p *Rate) value {
 }
 
 // list is a comma-separated list.
-func list(p *[]string) value {
-	return typed[[]string]{p: p, parse: func(s string) ([]string, error) { return splitList(s), nil },
+// list is a comma-separated list field; each of its entries must pass
+// rules, and an empty entry (",", "a,,b") is refused rather than dropped.
+func list(p *[]string, rules ...func(string) error) value {
+	each := func(l []string) error {
+		for _, x := range l {
+			if x == "" {
+				return errors.New("has an empty entry")
+			}
+			for _, rule := range rules {
+				if err := rule(x); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return typed[[]string]{p: p, parse: func(s string) ([]string, error) { return splitList(s), nil }, rules: []func([]string) error{each},
 		flag: func(fs *flag.FlagSet, p *[]string, name, usage string) {
 			fs.Func(name, usage, func(s string) error { *p = splitList(s); return nil })
 		}}
