@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/config"

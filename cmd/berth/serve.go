@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"berth.dev/berth/internal/app"
@@ -35,6 +36,9 @@ func runApp(ctx context.Context, name string, args []string, getenv func(string)
 		return fmt.Errorf("settings: %w", err)
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	for _, w := range config.Unknown(os.Environ()) {
+		log.Warn(w)
+	}
 	a, err := app.New(ctx, cfg, app.Options{Log: log})
 	if err != nil {
 		return err

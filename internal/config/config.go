@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -313,4 +314,61 @@ func splitList(s string) []string {
 		out[i] = strings.TrimSpace(out[i])
 	}
 	return out
+}
+
+// Unknown returns a warning for each BERTH_ variable in environ (as
+// os.Environ lists them) that is no setting, naming the setting it is
+// probably a misspelling of: an unknown variable is otherwise ignored in
+// silence, and a misspelt BERTH_HOLD_LIMIT leaves the default in force.
+// The test harness's own variables (BERTH_TEST_…) are not settings and
+// are not warned about.
+func Unknown(environ []string) []string {
+	var c Config
+	known := map[string]bool{}
+	for _, s := range c.settings() {
+		if s.env != "" {
+			known[s.env] = true
+		}
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "BERTH_") || known[name] || strings.HasPrefix(name, "BERTH_TEST_") {
+			continue
+		}
+		w := name + " is not a setting of berth and is ignored"
+		best, bestD := "", 3 // a misspelling is at most two edits away
+		for k := range known {
+			if d := editDistance(name, k); d < bestD || d == bestD && k < best {
+				best, bestD = k, d
+			}
+		}
+		if best != "" {
+			w += "; did you mean " + best + "?"
+		}
+		out = append(out, w)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +144,21 @@ func TestPublicURLWithGateway(t *testing.T) {
 	delete(m, "BERTH_PUBLIC_URL")
 	if _, err := Load(nil, env(m)); err != nil {
 		t.Errorf("simulator on loopback: %v", err)
+	}
+}
+
+// A BERTH_ variable that is no setting is named with the setting it is
+// probably a misspelling of; settings and the test harness's variables are
+// not.
+func TestUnknownVariables(t *testing.T) {
+	got := Unknown([]string{"BERTH_DATABSE_URL=postgres://x", "BERTH_HOLD_LIMIT=3/15m", "BERTH_TEST_DATABASE_URL=x",
+		"PATH=/bin", "BERTH_FROBNICATE=1", "BERTH_HOLDLIMIT=2/1m"})
+	want := []string{
+		"BERTH_DATABSE_URL is not a setting of berth and is ignored; did you mean BERTH_DATABASE_URL?",
+		"BERTH_FROBNICATE is not a setting of berth and is ignored",
+		"BERTH_HOLDLIMIT is not a setting of berth and is ignored; did you mean BERTH_HOLD_LIMIT?",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Unknown = %q, want %q", got, want)
 	}
 }
