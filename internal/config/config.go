@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -78,6 +79,9 @@ type Config struct {
 	// that floods without a valid token are turned away too; generous,
 	// since many customers may share one address. Rate{} turns it off.
 	AddressLimit Rate
+	// TrustedProxies are the addresses or CIDR ranges of the proxies in
+	// front of berth, whose X-Forwarded-For names the client.
+	TrustedProxies []string
 	// ShedWait is how long a request may wait for a database connection or
 	// a slot of its route's concurrency limit before it is answered 503
 	// overloaded instead of queueing.
@@ -371,4 +375,18 @@ func editDistance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// ParsePrefix reads an address ("10.0.0.7", "::1") as the range of it
+// alone, or a CIDR range ("10.0.0.0/8").
+func ParsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }

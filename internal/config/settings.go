@@ -139,6 +139,9 @@ func (c *Config) settings() []setting {
 		{env: "BERTH_ADDRESS_LIMIT", flag: "address-limit", def: "1000/1s",
 			help: "requests per client address per window on every route but the probes and the webhook, counted before authentication, or `off` for none",
 			v:    rate(&c.AddressLimit)},
+		{env: "BERTH_TRUSTED_PROXIES", flag: "trusted-proxies",
+			help: "comma-separated addresses or CIDR ranges of the proxies in front of berth: from these, the client's address is taken from `X-Forwarded-For` for the address and request limits",
+			v:    list(&c.TrustedProxies, cidr)},
 		{env: "BERTH_SHED_WAIT", flag: "shed-wait", def: "150ms",
 			help: "longest wait for a database connection or a route's concurrency slot before 503 `overloaded` (1ms–10s)",
 			v:    duration(&c.ShedWait, "10m", within("1ms", "10s"))},
@@ -363,6 +366,14 @@ func parseSwitch(v string) (bool, error) {
 func hostPort(s string) error {
 	if _, _, err := net.SplitHostPort(s); err != nil {
 		return fmt.Errorf("%q is not host:port", s)
+	}
+	return nil
+}
+
+// cidr accepts an address or a CIDR range.
+func cidr(s string) error {
+	if _, err := ParsePrefix(s); err != nil {
+		return fmt.Errorf("%q is not an address or a CIDR range", s)
 	}
 	return nil
 }

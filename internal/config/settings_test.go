@@ -109,6 +109,7 @@ var bad = map[string][]string{
 	"BERTH_HOLD_FLUSHES":         {"many", "0", "65"},
 	"BERTH_LOG_LEVEL":            {"verbose", "INFO"},
 	"BERTH_KAFKA_BROKERS":        {",", "kafka-1:9092,,kafka-2:9092", "kafka-1"},
+	"BERTH_TRUSTED_PROXIES":      {"proxy", "10.0.0.0/33", "10.0.0.1,,10.0.0.2"},
 	// The hook secret is needed once a hook URL is set.
 	"BERTH_HOOK_SECRET": {"plain"},
 }
@@ -170,7 +171,7 @@ func TestNamesAndDefaults(t *testing.T) {
 	want := map[string]string{ // variable → flag = default
 		"BERTH_HTTP_ADDR": "http-addr=:8080", "BERTH_DATABASE_URL": "database-url=", "BERTH_DATABASE_READ_URL": "database-read-url=",
 		"BERTH_DB_MAX_CONNS": "db-max-conns=20", "BERTH_DB_MIN_CONNS": "db-min-conns=10", "BERTH_REDIS_URL": "redis-url=",
-		"BERTH_KAFKA_BROKERS": "kafka-brokers=", "BERTH_KAFKA_TOPIC": "kafka-topic=booking-events",
+		"BERTH_KAFKA_BROKERS": "kafka-brokers=", "BERTH_KAFKA_TOPIC": "kafka-topic=booking-events", "BERTH_TRUSTED_PROXIES": "trusted-proxies=",
 		"BERTH_EVENTS_IN_SERVE": "events-in-serve=true", "BERTH_EVENT_RETENTION": "event-retention=168h0m0s",
 		"BERTH_OUTBOX_POLL_INTERVAL": "outbox-poll-interval=1s", "BERTH_NOTIFY_WEBHOOK_URL": "notify-webhook-url=",
 		"BERTH_CHECKIN_URL": "checkin-url=", "BERTH_HOOK_SECRET": "=", "BERTH_AUTH_SECRET": "=", "BERTH_WEBHOOK_SECRET": "=",

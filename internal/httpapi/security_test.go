@@ -101,3 +101,42 @@ func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
 		}
 	}
 }
+
+// Behind trusted proxies (BERTH_TRUSTED_PROXIES) each client is limited on
+// its own, by the address the nearest proxy appended to X-Forwarded-For;
+// entries a client wrote itself, and the header from a peer that is not a
+// trusted proxy, change nothing.
+func TestAddressLimitBehindTrustedProxies(t *testing.T) {
+	t.Parallel()
+	start := func(proxies ...string) *apptest.Server {
+		return apptest.Start(t, apptest.Options{Config: func(c *config.Config) {
+			c.AddressLimit = config.Rate{N: 2, Window: time.Minute}
+			c.TrustedProxies = proxies
+		}})
+	}
+	statuses := func(s *apptest.Server, xff ...string) []int {
+		var out []int
+		for _, h := range xff {
+			r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/airports", Header: map[string]string{"X-Forwarded-For": h}})
+			out = append(out, r.Status)
+		}
+		return out
+	}
+	// The test's requests come from 127.0.0.1, here a proxy in front of
+	// another (10.1.2.3) that appended the client's address.
+	s := start("127.0.0.0/8", "10.1.2.3")
+	got := statuses(s,
+		"203.0.113.7", "203.0.113.7", "203.0.113.7", // one client: its third is over
+		"198.51.100.9, 10.1.2.3", "6.6.6.6, 198.51.100.9, 10.1.2.3", // another, through both proxies, whatever it wrote itself
+		"198.51.100.9, 10.1.2.3", // its third
+	)
+	if want := []int{200, 200, 429, 200, 200, 429}; !equal(got, want) {
+		t.Errorf("two clients behind trusted proxies: %v, want %v", got, want)
+	}
+	// Without trusted proxies the header is the client's own word: every
+	// request counts against the peer.
+	s = start()
+	if got, want := statuses(s, "203.0.113.1", "203.0.113.2", "203.0.113.3"), []int{200, 200, 429}; !equal(got, want) {
+		t.Errorf("X-Forwarded-For from an untrusted peer: %v, want %v", got, want)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -62,6 +63,11 @@ type Deps struct {
 	// run).
 	Consumers []string
 	Audit     audit.Options
+	// TrustedProxies are the proxies in front of berth
+	// (BERTH_TRUSTED_PROXIES): a request from one of them is counted
+	// against the client its X-Forwarded-For names (clientAddr).
+	TrustedProxies []netip.Prefix
+
 	// Dev serves GET /dev/login, which signs a browser in as anyone: only
 	// for `berth dev`.
 	Dev bool
@@ -122,7 +128,8 @@ func (s *Server) handle(e entry) {
 	}
 	s.mux.HandleFunc(e.Pattern(), func(w http.ResponseWriter, r *http.Request) {
 		var c auth.Caller
-		if err := s.Guard.AdmitAddress(r.Context(), lane, remoteHost(r)); err != nil {
+		addr := s.clientAddr(r)
+		if err := s.Guard.AdmitAddress(r.Context(), lane, addr); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -148,7 +155,7 @@ func (s *Server) handle(e entry) {
 			s.writeError(w, r, err)
 			return
 		}
-		ctx, leave, err := s.Guard.Admit(r.Context(), lane, clientKey(r, c, who))
+		ctx, leave, err := s.Guard.Admit(r.Context(), lane, clientKey(addr, c, who))
 		if err != nil {
 			s.writeError(w, r, err)
 			return

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"berth.dev/berth/internal/auth"
@@ -17,23 +19,65 @@ import (
 // route's lane is in the route table (routes.go).
 
 // clientKey is whom the per-client request limit counts a request against:
-// the token's subject, else the client's address. (Routes of LaneNone, the
-// gateway's signed webhook among them, are not limited at all.)
-func clientKey(r *http.Request, c auth.Caller, who access) string {
+// the token's subject, else the client's address addr. (Routes of
+// LaneNone, the gateway's signed webhook among them, are not limited at
+// all.)
+func clientKey(addr string, c auth.Caller, who access) string {
 	if who != nil {
 		return "sub:" + strconv.FormatInt(c.ID, 10)
 	}
-	return "ip:" + remoteHost(r)
+	return "ip:" + addr
 }
 
-// remoteHost is the address of r's client (the connection's peer: berth
-// does not trust forwarding headers it cannot verify).
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+// clientAddr is the address of r's client: the connection's peer, unless
+// the peer is one of the trusted proxies (BERTH_TRUSTED_PROXIES). Then it
+// is the nearest address in X-Forwarded-For that is not a trusted proxy,
+// read from the right, where the proxies append: the entries further left
+// are whatever the client sent and are never believed. A malformed entry
+// ends the walk at the last address a trusted proxy vouched for.
+func (s *Server) clientAddr(r *http.Request) string {
+	peer, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		peer = r.RemoteAddr
 	}
-	return host
+	if len(s.TrustedProxies) == 0 {
+		return peer
+	}
+	addr, err := netip.ParseAddr(peer)
+	if err != nil || !s.trusted(addr) {
+		return peer
+	}
+	var hops []string
+	for _, h := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(h, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop := strings.TrimSpace(hops[i])
+		a, err := netip.ParseAddr(hop)
+		if err != nil {
+			ap, err := netip.ParseAddrPort(hop) // some proxies add the port
+			if err != nil {
+				break
+			}
+			a = ap.Addr()
+		}
+		addr = a.Unmap()
+		if !s.trusted(addr) {
+			break
+		}
+	}
+	return addr.String()
+}
+
+// trusted reports whether a is one of the trusted proxies.
+func (s *Server) trusted(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range s.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // holdIntent describes a validated flight hold to the guard.
