@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,6 +120,15 @@ func TestKubernetesDeployments(t *testing.T) {
 			// Named as berth names it: a worker is held to its own rules
 			// (BERTH_PUBLIC_URL, for the refunds' webhooks).
 			fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			// The example's auth secret is a placeholder, which berth
+			// refuses; an environment's own random one takes its place.
+			if _, err := config.LoadFlags(fs, nil, func(k string) string { return env[k] }); err == nil ||
+				!strings.Contains(err.Error(), "BERTH_AUTH_SECRET: is a placeholder") {
+				t.Errorf("%s: berth %s takes the example's placeholder auth secret: %v", name, cmd, err)
+			}
+			env["BERTH_AUTH_SECRET"] = "k3Vq9xZ2pL7wR4tY8nB6mC1d"
+			fs = flag.NewFlagSet(cmd, flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			if _, err := config.LoadFlags(fs, nil, func(k string) string { return env[k] }); err != nil {
 				t.Errorf("%s: berth %s would refuse its settings: %v", name, cmd, err)

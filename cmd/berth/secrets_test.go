@@ -35,9 +35,14 @@ func TestTokenReadsTheAuthSecretAsServeDoes(t *testing.T) {
 			t.Errorf("%s: the token does not verify with the secret given (%v, %+v)", tc.name, err, c)
 		}
 	}
-	for _, secret := range []string{"", "short"} {
+	for _, secret := range []string{"", "short", "CHANGE-ME-at-least-32-random-bytes"} {
 		if _, err := token(env(map[string]string{"BERTH_AUTH_SECRET": secret})); err == nil || !strings.Contains(err.Error(), "BERTH_AUTH_SECRET: ") {
 			t.Errorf("BERTH_AUTH_SECRET=%q: %v, want an error naming BERTH_AUTH_SECRET", secret, err)
+		}
+	}
+	for _, ttl := range []string{"0s", "-1h"} {
+		if tok, err := token(env(map[string]string{"BERTH_AUTH_SECRET": fromEnv}), "--ttl", ttl); err == nil {
+			t.Errorf("--ttl %s: printed %q, want an error", ttl, tok)
 		}
 	}
 }

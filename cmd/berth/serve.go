@@ -89,6 +89,9 @@ func token(args []string, getenv func(string) string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *ttl <= 0 {
+		return fmt.Errorf("-ttl %s: a token must be valid for some time", *ttl)
+	}
 	tok, err := auth.Issue([]byte(c.AuthSecret), *sub, *role, clock.System{}.Now(), *ttl)
 	if err != nil {
 		return err

@@ -68,8 +68,8 @@ func (c *Config) settings() []setting {
 				return nil
 			}},
 		{env: "BERTH_AUTH_SECRET", cmdFlag: "secret", shown: "required", secret: hidden,
-			help: "HS256 key for bearer tokens (≥ 16 characters)",
-			v:    text(&c.AuthSecret, minLength(16))},
+			help: "HS256 key for bearer tokens (≥ 16 characters, random: a placeholder is refused)",
+			v:    text(&c.AuthSecret, minLength(16), notPlaceholder)},
 		{env: "BERTH_WEBHOOK_SECRET", cmdFlag: "webhook-secret", shown: "required", secret: hidden,
 			help: "HMAC key for payment-gateway webhooks, `whsec_<base64>` of ≥ 16 bytes",
 			v:    text(&c.WebhookSecret, webhookKey)},
@@ -410,6 +410,24 @@ func minLength(n int) func(string) error {
 		}
 		return nil
 	}
+}
+
+// notPlaceholder refuses a secret left as an example gave it ("CHANGE-ME…")
+// or typed by hand from a few characters ("aaaaaaaaaaaaaaaa", spaces): a
+// random key of 16 characters or more has many more than 8 different ones.
+func notPlaceholder(s string) error {
+	folded := strings.NewReplacer("-", "", "_", "", " ", "").Replace(strings.ToLower(s))
+	if strings.Contains(folded, "changeme") {
+		return errors.New("is a placeholder (CHANGE-ME): generate a random one, e.g. with openssl rand -base64 32")
+	}
+	distinct := map[rune]bool{}
+	for _, r := range s {
+		distinct[r] = true
+	}
+	if len(distinct) < 8 {
+		return errors.New("has fewer than 8 different characters: generate a random one, e.g. with openssl rand -base64 32")
+	}
+	return nil
 }
 
 func webhookKey(s string) error {

@@ -85,7 +85,7 @@ var bad = map[string][]string{
 	"BERTH_OUTBOX_POLL_INTERVAL": {"often", "1ms", "1h"},
 	"BERTH_NOTIFY_WEBHOOK_URL":   {"ftp://x", "example.com/notify"},
 	"BERTH_CHECKIN_URL":          {"ftp://x"},
-	"BERTH_AUTH_SECRET":          {"", "short"},
+	"BERTH_AUTH_SECRET":          {"", "short", "CHANGE-ME-at-least-32-random-bytes", "aaaaaaaaaaaaaaaaaaaa", "                "},
 	"BERTH_WEBHOOK_SECRET":       {"", "plain", "whsec_!!!", "whsec_c2hvcnQ="},
 	"BERTH_GATEWAY_URL":          {"", "ftp://pay.example.com"},
 	"BERTH_PAYSIM":               {"maybe", "on"}, // on, with a gateway
