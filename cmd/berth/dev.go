@@ -123,11 +123,11 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	limits := fmt.Sprintf("Limits for trying things out: BERTH_HOLD_LIMIT=%v BERTH_REQUEST_LIMIT=%v BERTH_ADDRESS_LIMIT=%v\n"+
 		"(serve's defaults: %v, %v, %v; set them in the environment to try those).",
 		cfg.HoldLimit, cfg.RequestLimit, cfg.AddressLimit, d.HoldLimit, d.RequestLimit, d.AddressLimit)
-	printWelcome(stdout, "http://"+ln.Addr().String(), []byte(cfg.AuthSecret), now, a, limits)
+	printWelcome(stdout, "http://"+ln.Addr().String(), *dir, []byte(cfg.AuthSecret), now, a, limits)
 	return a.Run(ctx, ln)
 }
 
-func printWelcome(w io.Writer, base string, secret []byte, now time.Time, a *app.App, limits string) {
+func printWelcome(w io.Writer, base, dir string, secret []byte, now time.Time, a *app.App, limits string) {
 	tok := func(role string, sub int64) string {
 		t, err := auth.Issue(secret, sub, role, now, 30*24*time.Hour)
 		if err != nil {
@@ -142,6 +142,9 @@ func printWelcome(w io.Writer, base string, secret []byte, now time.Time, a *app
 	// pay and still cancel with a full refund.
 	_ = a.Pool.QueryRow(context.Background(), `SELECT origin, destination, departure_date, id FROM flight
 		WHERE departure_at > $1 ORDER BY departure_at < $1 + interval '2 days', departure_at LIMIT 1`, now).Scan(&from, &to, &date, &id)
+	// The demo host is one with cars, so that its pages show something.
+	host := int64(2001)
+	_ = a.Pool.QueryRow(context.Background(), `SELECT host_id FROM car ORDER BY id LIMIT 1`).Scan(&host)
 	ict := time.FixedZone("", 7*3600)
 	pickup := time.Date(now.Year(), now.Month(), now.Day()+100, 9, 0, 0, 0, ict)
 	fmt.Fprintf(w, `
@@ -149,7 +152,7 @@ berth is running at %[1]s
 
 Tokens (valid 30 days):
   customer (sub 1001): %[2]s
-  host     (sub 2001): %[3]s
+  host     (sub %[14]d): %[3]s
   admin    (sub 1):    %[4]s
 
 Try:
@@ -162,16 +165,17 @@ Try:
        -d '{"carId": <id from the search>, "from": "%[9]s", "to": "%[10]s"}'
   Pay a hold: POST /bookings/{id}/payments (Idempotency-Key) and open the checkoutUrl it returns.
 
-More users: berth token --role customer --sub 1002 (with BERTH_AUTH_SECRET from .berth/secrets.json),
+More users: berth token --role customer --sub 1002 (with BERTH_AUTH_SECRET from %[15]s),
 or in a browser %[1]s/dev/login?role=customer&sub=1002 (any role, any id).
 
-Stop with Ctrl-C. Data stays in .berth/ (delete it to start afresh).
+Stop with Ctrl-C. Data stays in %[16]s (delete it to start afresh).
 
 %[13]s
 
-The web app, signed in as demo customer 1001 (host: role=host&sub=2001, admin: role=admin&sub=1):
+The web app, signed in as demo customer 1001 (host: role=host&sub=%[14]d, admin: role=admin&sub=1):
   %[1]s/dev/login?role=customer&sub=1001&next=/app/flights/%[8]d
-`, base, tok(auth.Customer, 1001), tok(auth.Host, 2001), tok(auth.Admin, 1), from, to, date.Format(time.DateOnly), id,
+`, base, tok(auth.Customer, 1001), tok(auth.Host, host), tok(auth.Admin, 1), from, to, date.Format(time.DateOnly), id,
 		pickup.Format(time.RFC3339), pickup.Add(72*time.Hour).Format(time.RFC3339),
-		url.QueryEscape(pickup.Format(time.RFC3339)), url.QueryEscape(pickup.Add(72*time.Hour).Format(time.RFC3339)), limits)
+		url.QueryEscape(pickup.Format(time.RFC3339)), url.QueryEscape(pickup.Add(72*time.Hour).Format(time.RFC3339)), limits,
+		host, filepath.Join(dir, "secrets.json"), dir+string(filepath.Separator))
 }

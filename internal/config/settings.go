@@ -35,7 +35,7 @@ func (c *Config) settings() []setting {
 			v:    number(&c.DBMinConns, between(0, 1000))},
 		{env: "BERTH_REDIS_URL", flag: "redis-url", secret: urlPassword,
 			help: "Redis; without it an embedded single-instance substitute is used and a warning is logged",
-			v:    text(&c.RedisURL, optionalURL("a redis:// URL", "redis", "rediss"))},
+			v:    text(&c.RedisURL, optionalURL("a redis:// or rediss:// URL", "redis", "rediss"))},
 		{env: "BERTH_KAFKA_BROKERS", flag: "kafka-brokers",
 			help: "comma-separated Kafka brokers; without them events go to in-process consumers straight from the outbox",
 			v:    list(&c.KafkaBrokers, hostPort)},
@@ -313,8 +313,28 @@ func number(p *int, rules ...func(int) error) value {
 // onOff is a switch written on/off (true/false, 1/0) in the environment.
 func onOff(p *bool) value {
 	return typed[bool]{p: p, parse: parseSwitch, want: "on or off",
-		flag: func(fs *flag.FlagSet, p *bool, name, usage string) { fs.BoolVar(p, name, *p, usage) }}
+		flag: func(fs *flag.FlagSet, p *bool, name, usage string) { fs.Var((*onOffFlag)(p), name, usage) }}
 }
+
+// onOffFlag is an on/off switch's flag: -protect alone is on, and
+// -protect=off, =on (or true, false, 1, 0) set it as the environment does;
+// -h shows its default as on or off.
+type onOffFlag bool
+
+func (f *onOffFlag) String() string {
+	if f != nil && *f {
+		return "on"
+	}
+	return "off"
+}
+
+func (f *onOffFlag) Set(s string) error {
+	v, err := parseSwitch(s)
+	*f = onOffFlag(v)
+	return err
+}
+
+func (f *onOffFlag) IsBoolFlag() bool { return true }
 
 // trueFalse is a switch written as strconv.ParseBool reads it.
 func trueFalse(p *bool) value {

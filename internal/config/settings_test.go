@@ -175,10 +175,10 @@ func TestNamesAndDefaults(t *testing.T) {
 		"BERTH_EVENTS_IN_SERVE": "events-in-serve=true", "BERTH_EVENT_RETENTION": "event-retention=168h0m0s",
 		"BERTH_OUTBOX_POLL_INTERVAL": "outbox-poll-interval=1s", "BERTH_NOTIFY_WEBHOOK_URL": "notify-webhook-url=",
 		"BERTH_CHECKIN_URL": "checkin-url=", "BERTH_HOOK_SECRET": "=", "BERTH_AUTH_SECRET": "=", "BERTH_WEBHOOK_SECRET": "=",
-		"BERTH_GATEWAY_URL": "gateway-url=", "BERTH_PAYSIM": "paysim=false", "BERTH_PICKUP_EARLY": "pickup-early=2h0m0s",
+		"BERTH_GATEWAY_URL": "gateway-url=", "BERTH_PAYSIM": "paysim=off", "BERTH_PICKUP_EARLY": "pickup-early=2h0m0s",
 		"BERTH_PUBLIC_URL": "public-url=", "BERTH_FLIGHT_HOLD_TTL": "flight-hold-ttl=10m0s", "BERTH_CAR_HOLD_TTL": "car-hold-ttl=15m0s",
 		"BERTH_HOLD_EXTENSION": "hold-extension=5m0s", "BERTH_WAITLIST_OFFER_TTL": "waitlist-offer-ttl=10m0s",
-		"BERTH_SWEEP_INTERVAL": "sweep-interval=30s", "BERTH_HOLD_LIMIT": "hold-limit=3/15m", "BERTH_PROTECT": "protect=true",
+		"BERTH_SWEEP_INTERVAL": "sweep-interval=30s", "BERTH_HOLD_LIMIT": "hold-limit=3/15m", "BERTH_PROTECT": "protect=on",
 		"BERTH_REQUEST_LIMIT": "request-limit=100/1s", "BERTH_ADDRESS_LIMIT": "address-limit=1000/1s",
 		"BERTH_SHED_WAIT": "shed-wait=150ms", "BERTH_READ_MAX_LAG": "read-max-lag=5s", "BERTH_AUDIT_INTERVAL": "audit-interval=0s",
 		"BERTH_FARE_BUCKETS": "fare-buckets=1", "BERTH_HOLD_BATCH": "hold-batch=64", "BERTH_HOLD_CONNS": "hold-conns=4",
@@ -333,5 +333,30 @@ func TestWorkerRefusesBadValues(t *testing.T) {
 		if err := load("worker", []string{"--public-url", "book.example.com"}, m); err == nil || !strings.Contains(err.Error(), "BERTH_PUBLIC_URL: must be") {
 			t.Errorf("worker with --public-url book.example.com: err = %v, want one naming BERTH_PUBLIC_URL", err)
 		}
+	}
+}
+
+// An on/off switch's flag takes what its variable takes (-protect=off was
+// refused as "invalid boolean value"), and alone it is on.
+func TestOnOffFlags(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--protect=off"}, false}, {[]string{"--protect=on"}, true}, {[]string{"--protect=false"}, false},
+		{[]string{"--protect"}, true}, {nil, true},
+	} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(new(bytes.Buffer))
+		cfg, err := LoadFlags(fs, c.args, env(with("BERTH_PROTECT", "")))
+		if err != nil || cfg.Protect != c.want {
+			t.Errorf("%v: protect %v, %v; want %v", c.args, cfg.Protect, err, c.want)
+		}
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(new(bytes.Buffer))
+	if _, err := LoadFlags(fs, []string{"--protect=maybe"}, env(with("BERTH_PROTECT", ""))); err == nil {
+		t.Error("--protect=maybe accepted")
 	}
 }
