@@ -61,7 +61,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			w.WriteHeader(499)
 			return
 		}
-		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "request_id", w.Header().Get("X-Request-Id"), "err", err)
 		writeProblem(w, http.StatusInternalServerError, Problem{
 			Type: problemBase + "internal", Title: "Internal Server Error", Status: 500,
 			Detail: "internal error", Code: "internal",

@@ -140,3 +140,27 @@ func TestAddressLimitBehindTrustedProxies(t *testing.T) {
 		t.Errorf("X-Forwarded-For from an untrusted peer: %v, want %v", got, want)
 	}
 }
+
+// Every answer carries X-Request-Id, the id berth logs the request's
+// errors under: the caller's own when it is a plausible id (a proxy's),
+// else a new one.
+func TestRequestID(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	id := func(given string) string {
+		r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/nowhere", Header: map[string]string{"X-Request-Id": given}})
+		return r.Header.Get("X-Request-Id")
+	}
+	if got := id("edge-7f3a.1:2_b"); got != "edge-7f3a.1:2_b" {
+		t.Errorf("a proxy's id came back as %q", got)
+	}
+	a, b := id(""), id("")
+	if len(a) != 16 || a == b {
+		t.Errorf("ids made for two requests without one: %q and %q, want two different 16-character ids", a, b)
+	}
+	for _, bad := range []string{"a b", "<script>", strings.Repeat("x", 129)} {
+		if got := id(bad); got == bad || len(got) != 16 {
+			t.Errorf("id %q came back as %q, want a new one", bad, got)
+		}
+	}
+}

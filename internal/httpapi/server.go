@@ -5,6 +5,8 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -216,6 +218,7 @@ func securityHeaders(h http.Header) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	securityHeaders(w.Header())
+	w.Header().Set("X-Request-Id", requestID(r.Header.Get("X-Request-Id")))
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	h, pattern := s.mux.Handler(r)
 	defer func() {
@@ -223,7 +226,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if err, ok := p.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 				panic(p)
 			}
-			s.log.Error("panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			s.log.Error("panic", "method", r.Method, "path", r.URL.Path, "request_id", w.Header().Get("X-Request-Id"),
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			if !rec.wrote {
 				s.writeError(rec, r, fmt.Errorf("panic: %v", p))
 			}
@@ -319,4 +323,19 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ auth.Caller) e
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// requestID is the id a request is answered (X-Request-Id) and logged
+// under: the caller's own when it looks like one (a proxy's or a client's,
+// so that their logs and berth's meet), else a new random one.
+func requestID(given string) string {
+	plausible := len(given) >= 1 && len(given) <= 128 && strings.IndexFunc(given, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("-_.:", r))
+	}) < 0
+	if plausible {
+		return given
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
