@@ -60,7 +60,11 @@ func (s *Sim) checkoutRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /checkout/{txn}/{action}", func(w http.ResponseWriter, r *http.Request) {
 		txn, action := r.PathValue("txn"), r.PathValue("action")
 		if action != "pay" && action != "fail" {
-			http.NotFound(w, r)
+			// The page's own 404, as for an unknown charge: a person
+			// reads it (the API's description says text/html).
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.WriteHeader(http.StatusNotFound)
+			_ = pageTmpl.Execute(w, map[string]any{"Found": false, "Txn": txn})
 			return
 		}
 		msg := "This charge was already decided."

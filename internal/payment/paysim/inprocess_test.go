@@ -59,6 +59,7 @@ func TestInProcessWebhooksGoToBerthOnly(t *testing.T) {
 		{http.MethodPost, "/charges", http.StatusNotFound},
 		{http.MethodPost, "/refunds", http.StatusNotFound},
 		{http.MethodGet, "/checkout/" + res.ProviderTxnID, http.StatusOK},
+		{http.MethodPost, "/checkout/" + res.ProviderTxnID + "/steal", http.StatusNotFound},
 	} {
 		req, _ := http.NewRequest(c.method, gw.URL+c.path, strings.NewReader(`{}`))
 		req.Header.Set("Idempotency-Key", "x")
@@ -69,6 +70,10 @@ func TestInProcessWebhooksGoToBerthOnly(t *testing.T) {
 		_ = resp.Body.Close()
 		if resp.StatusCode != c.want {
 			t.Errorf("%s %s in process: %d, want %d", c.method, c.path, resp.StatusCode, c.want)
+		}
+		// A person reads the checkout's pages, its 404s too.
+		if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(c.path, "/checkout/") && !strings.HasPrefix(ct, "text/html") {
+			t.Errorf("%s %s in process: Content-Type %q, want text/html", c.method, c.path, ct)
 		}
 	}
 }
