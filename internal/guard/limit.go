@@ -124,7 +124,7 @@ func (l *RequestLimiter) store(client string, ls *lease, now time.Time) {
 }
 
 func (l *RequestLimiter) refuse(wait time.Duration) error {
-	return rateLimited(l.m, "request_limit", wait, "more than %d requests per %s; slow down", l.limit.Rate, l.limit.Period)
+	return rateLimited(l.m, "request_limit", wait, "over the limit of %d requests per %s (a burst of %d at once, then at that rate); slow down", l.limit.Rate, l.limit.Period, l.limit.Burst)
 }
 
 // rateLimited counts a request turned away by limit and returns its 429,
