@@ -88,6 +88,9 @@ type Server struct {
 	// refusals limits the log lines of refused requests to one a second
 	// for each message and route.
 	refusals *lineLimit
+	// readiness is each dependency's state at the last /readyz.
+	readyMu   sync.Mutex
+	readiness map[string]string
 }
 
 // New returns the API's handler.
@@ -96,7 +99,7 @@ func New(d Deps) *Server {
 		d.HoldExtension = 5 * time.Minute
 	}
 	s := &Server{Deps: d, log: d.Log, mux: http.NewServeMux(), metrics: newMetrics(d.Registry),
-		refusals: newLineLimit(time.Second)}
+		refusals: newLineLimit(time.Second), readiness: map[string]string{}}
 	if d.Guard.On() {
 		s.tokens = newTokenCache()
 	}
@@ -289,6 +292,25 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ auth.Caller) 
 	return nil
 }
 
+// noteReadiness logs a dependency's readiness when it changes, not at
+// every probe: a load balancer's and an orchestrator's probes come every
+// few seconds from each of them.
+func (s *Server) noteReadiness(name, state string, err error) {
+	s.readyMu.Lock()
+	was, seen := s.readiness[name]
+	s.readiness[name] = state
+	s.readyMu.Unlock()
+	switch {
+	case was == state || !seen && state == "ok":
+	case state == "ok":
+		s.log.Info("ready again", "dependency", name, "was", was)
+	case state == "degraded":
+		s.log.Warn("degraded", "dependency", name, "err", err)
+	default:
+		s.log.Warn("not ready", "dependency", name, "err", err)
+	}
+}
+
 // ErrDegraded marks a readiness check's error as a dependency berth serves
 // without: /readyz reports it "degraded" and stays 200, so the load
 // balancer keeps the process.
@@ -304,17 +326,17 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ auth.Caller) e
 	out := map[string]string{}
 	var down []string
 	for name, check := range checks {
-		if err := check(ctx); errors.Is(err, ErrDegraded) {
+		err := check(ctx)
+		switch {
+		case errors.Is(err, ErrDegraded):
 			out[name] = "degraded"
-			s.log.Warn("degraded", "dependency", name, "err", err)
-			continue
-		} else if err != nil {
+		case err != nil:
 			out[name] = "unavailable"
 			down = append(down, name)
-			s.log.Warn("not ready", "dependency", name, "err", err)
-			continue
+		default:
+			out[name] = "ok"
 		}
-		out[name] = "ok"
+		s.noteReadiness(name, out[name], err)
 	}
 	if len(down) > 0 {
 		sort.Strings(down)
