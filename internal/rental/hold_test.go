@@ -528,7 +528,7 @@ func TestCancellationRefunds(t *testing.T) {
 		e.confirm(id)
 		e.s.Clock.Set(pickup.Add(-tc.notice))
 		// Tokens are valid for a day of the fake clock: issue them now.
-		tok := map[string]string{"customer": e.s.Token("customer", 1), "host": e.s.Token("host", 500), "admin": e.s.Token("admin", 1)}[tc.who]
+		tok := map[string]string{"customer": e.s.Token("customer", 1), "host": e.s.Token("host", 500), "admin": e.s.Token("admin", 9)}[tc.who]
 		r := e.s.Do(apptest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/bookings/%d/cancel", id), Token: tok})
 		if r.Status != http.StatusOK {
 			t.Fatalf("%s cancels %s before pickup: %d %s", tc.who, tc.notice, r.Status, r.Body)
