@@ -133,7 +133,8 @@ export async function bookingPage(page, id) {
     if (b.status === 'HELD' || b.status === 'CONFIRMED') {
       actions.append(h('button', { type: 'button', class: 'danger', dataset: { action: 'cancel' }, onclick: askCancel }, b.status === 'HELD' ? 'Release hold' : 'Cancel booking'));
     }
-    body.replaceChildren(h('p', {}, 'Status: ', status), facts, clock, actions, eventsBox);
+    // replaceChildren would show a null as the text "null": only nodes.
+    body.replaceChildren(...[h('p', {}, 'Status: ', status), facts, clock, actions, eventsBox].filter(Boolean));
   }
 
   const eventsBox = h('section', { 'aria-label': 'Events' });

@@ -59,7 +59,7 @@ export function slot() {
   const el = h('div');
   return {
     el,
-    show(...nodes) { el.replaceChildren(...nodes); },
+    show(...nodes) { el.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined && n !== false)); },
     error(err) { el.replaceChildren(errorBox(err)); },
     clear() { el.replaceChildren(); },
   };
