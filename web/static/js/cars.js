@@ -6,6 +6,8 @@ import { h, slot, field } from './ui.js';
 import { money, dateTime, zoneLabel, zonedISO, wallClock } from './format.js';
 
 const DAY = 86400000;
+// PAGE is how many cars a search shows at a time.
+const PAGE = 20;
 
 function defaultPeriod(tz) {
   const start = wallClock(Date.now() + 7 * DAY, tz).slice(0, 10) + 'T09:00';
@@ -38,21 +40,44 @@ export async function carsPage(page) {
     }, h('div', { class: 'row' }, field('City', city), field('Pick-up', from), field('Return', to), h('button', { type: 'submit' }, 'Search')), zone),
     errors.el, results);
   if (!q.get('city')) return;
-  const p = new URLSearchParams({ city: city.value, from: zonedISO(from.value, tz()), to: zonedISO(to.value, tz()), limit: '20' });
-  try {
-    const r = await api('GET', `/cars?${p}`);
-    if (!r.cars.length) {
+  const p = new URLSearchParams({ city: city.value, from: zonedISO(from.value, tz()), to: zonedISO(to.value, tz()), limit: String(PAGE) });
+  const link = (c) => `/app/cars/${c.id}?${new URLSearchParams({ from: from.value, to: to.value })}`;
+  const card = (c) => h('li', { class: 'card', dataset: { car: String(c.id) } },
+    h('h3', {}, h('a', { href: link(c) }, c.model)),
+    h('p', {}, `${money(c.dailyPrice, c.currency)} a day · deposit ${money(c.deposit, c.currency)} · turnaround ${c.turnaround}`));
+  const found = h('ul', { class: 'plain' });
+  // The API pages the cars: nextAfter, while there may be more, is where
+  // the next page starts.
+  const more = h('button', { type: 'button', class: 'secondary', hidden: true, dataset: { action: 'more-cars' }, onclick: () => load() }, 'Show more cars');
+  let after = '';
+  async function load() {
+    errors.clear();
+    more.disabled = true;
+    let r;
+    try {
+      if (after) p.set('after', after);
+      r = await api('GET', `/cars?${p}`);
+    } catch (err) {
+      errors.error(err);
+      return;
+    } finally {
+      more.disabled = false;
+    }
+    if (page.left) return;
+    const first = !found.isConnected;
+    if (first && !r.cars.length) {
       results.append(h('p', {}, 'No car is free for the whole period.'));
       return;
     }
-    const link = (c) => `/app/cars/${c.id}?${new URLSearchParams({ from: from.value, to: to.value })}`;
-    results.append(h('h2', {}, `Free cars in ${list.get(city.value)?.name || city.value}`),
-      h('ul', { class: 'plain' }, r.cars.map((c) => h('li', { class: 'card' },
-        h('h3', {}, h('a', { href: link(c) }, c.model)),
-        h('p', {}, `${money(c.dailyPrice, c.currency)} a day · deposit ${money(c.deposit, c.currency)} · turnaround ${c.turnaround}`)))));
-  } catch (err) {
-    errors.error(err);
+    if (first) results.append(h('h2', {}, `Free cars in ${list.get(city.value)?.name || city.value}`), found, more);
+    const cards = r.cars.map(card);
+    found.append(...cards);
+    after = r.nextAfter ? String(r.nextAfter) : '';
+    more.hidden = !after;
+    // A keyboard user who asked for more goes on from the first new car.
+    if (!first && cards.length) cards[0].querySelector('a').focus();
   }
+  await load();
 }
 
 export async function carPage(page, id) {
