@@ -77,3 +77,56 @@ func hasDup(s []string) bool {
 	}
 	return false
 }
+
+// My bookings and the host's page load their lists a page at a time: a
+// customer with 51 bookings sees 50 and "Older bookings" appends the 51st
+// (before= the last one shown), then goes; the host of the 51 cars pages
+// through their cars and their cars' bookings the same way, and a
+// hand-over on an older page keeps the pages loaded.
+func TestBrowserBookingListsPage(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	from := e.srv.Clock.Now().Add(time.Hour)
+	var cars, bookings []int64
+	for i := range 51 {
+		car := e.car(4201, fmt.Sprintf("30A-%03d.42", i))
+		cars = append(cars, car)
+		bookings = append(bookings, e.carBooking(4202, car, from, from.Add(24*time.Hour), false))
+	}
+	e.pay(4202, bookings[0]) // the oldest, on the second page
+
+	rows := `document.querySelectorAll('table tbody a[href^="/app/bookings/"]').length`
+	tb := e.tab("customer", auth.Customer, 4202)
+	tb.open("/app/bookings", "table")
+	if n := eval[int](tb, rows); n != 50 {
+		t.Errorf("My bookings shows %d, want the newest 50", n)
+	}
+	if !eval[bool](tb, `!!document.querySelector('[data-action="older-bookings"]')?.checkVisibility()`) {
+		t.Fatal("My bookings: no control loads the older bookings")
+	}
+	tb.click(`[data-action="older-bookings"]`)
+	tb.waitFor("the 51st booking", fmt.Sprintf(`!!document.querySelector('a[href="/app/bookings/%d"]')`, bookings[0]))
+	tb.waitFor("the control gone", `!document.querySelector('[data-action="older-bookings"]').checkVisibility()`)
+	if n := eval[int](tb, rows); n != 51 {
+		t.Errorf("My bookings shows %d after the older page, want 51", n)
+	}
+	tb.check("my bookings (two pages)")
+
+	host := e.tab("host", auth.Host, 4201)
+	host.open("/app/host", "table tbody")
+	host.waitVisible(`[data-action="older-bookings"]`)
+	if n := eval[int](host, `document.querySelectorAll('tr[data-car]').length`); n != 50 {
+		t.Errorf("the host sees %d cars, want the first 50", n)
+	}
+	host.click(`[data-action="more-cars"]`)
+	host.waitFor("the 51st car", fmt.Sprintf(`!!document.querySelector('tr[data-car="%d"]')`, cars[50]))
+	host.waitFor("no more cars", `!document.querySelector('[data-action="more-cars"]').checkVisibility()`)
+	host.click(`[data-action="older-bookings"]`)
+	pickup := fmt.Sprintf(`[data-action="pickup"][data-booking="%d"]`, bookings[0])
+	host.click(pickup)
+	host.waitFor("the booking on its trip", fmt.Sprintf(`!!document.querySelector('[data-action="return"][data-booking="%d"]')`, bookings[0]))
+	if n := eval[int](host, rows); n != 51 {
+		t.Errorf("after the hand-over the host sees %d bookings, want still 51", n)
+	}
+	host.check("host (two pages)")
+}

@@ -13,11 +13,11 @@ export async function bookingsPage(page) {
     page.main.append(h('p', {}, h('a', { href: '/app/signin' }, 'Sign in'), ' to see your bookings.'));
     return;
   }
-  const r = await api('GET', '/bookings?limit=50');
-  if (!r.bookings.length) {
+  const list = await pagedBookings('/bookings', {});
+  if (!list.count()) {
     page.main.append(h('p', {}, 'No bookings yet. ', h('a', { href: '/app/' }, 'Find a flight'), ' or ', h('a', { href: '/app/cars' }, 'rent a car'), '.'));
   } else {
-    page.main.append(bookingTable(r.bookings));
+    page.main.append(list.el);
   }
   if (claims().role === 'customer') {
     const line = await waitlistSection();
@@ -63,16 +63,66 @@ async function waitlistSection() {
   return box;
 }
 
+// bookingRow is a booking's row in a list, linked to its page; extra(b)
+// fills an Actions column.
+export function bookingRow(b, extra) {
+  return h('tr', {},
+    h('td', {}, h('a', { href: `/app/bookings/${b.bookingId}` }, `#${b.bookingId}`)),
+    h('td', {}, b.kind === 'flight' ? `Flight ${b.flightId}, ${titleCase(b.fareClass)} ×${b.quantity}` : `Car ${b.carId}`),
+    h('td', {}, h('span', { class: 'status', dataset: { bookingStatus: b.status } }, b.status)),
+    h('td', { class: 'num' }, money(b.amount, b.currency)),
+    extra ? h('td', {}, extra(b)) : null);
+}
+
 // bookingTable lists bookings with links to their pages.
 export function bookingTable(list, extra) {
   return h('table', {},
     h('thead', {}, h('tr', {}, h('th', {}, 'Booking'), h('th', {}, 'What'), h('th', {}, 'Status'), h('th', { class: 'num' }, 'Amount'), extra ? h('th', {}, 'Actions') : null)),
-    h('tbody', {}, list.map((b) => h('tr', {},
-      h('td', {}, h('a', { href: `/app/bookings/${b.bookingId}` }, `#${b.bookingId}`)),
-      h('td', {}, b.kind === 'flight' ? `Flight ${b.flightId}, ${titleCase(b.fareClass)} ×${b.quantity}` : `Car ${b.carId}`),
-      h('td', {}, h('span', { class: 'status', dataset: { bookingStatus: b.status } }, b.status)),
-      h('td', { class: 'num' }, money(b.amount, b.currency)),
-      extra ? h('td', {}, extra(b)) : null))));
+    h('tbody', {}, list.map((b) => bookingRow(b, extra))));
+}
+
+// BOOKINGS_PAGE is how many bookings a list loads at a time (the API
+// allows 100).
+const BOOKINGS_PAGE = 50;
+
+// pagedBookings lists the bookings at path (GET /bookings, /host/bookings:
+// newest first) a page at a time: while the last page was full, "Older
+// bookings" appends the page before the last booking shown (?before=).
+// It resolves once the first page is in (an error then is thrown); the
+// later pages' errors are shown above the button.
+export async function pagedBookings(path, params, extra) {
+  const errors = slot();
+  const el = h('div');
+  const more = h('button', { type: 'button', class: 'secondary', hidden: true, dataset: { action: 'older-bookings' }, onclick: () => load().catch((err) => errors.error(err)) }, 'Older bookings');
+  let table = null;
+  let last = '';
+  let count = 0;
+  async function load() {
+    errors.clear();
+    const p = new URLSearchParams(params);
+    p.set('limit', String(BOOKINGS_PAGE));
+    if (last) p.set('before', last);
+    more.disabled = true;
+    let r;
+    try {
+      r = await api('GET', `${path}?${p}`);
+    } finally {
+      more.disabled = false;
+    }
+    const rows = r.bookings.map((b) => bookingRow(b, extra));
+    if (!table) {
+      table = bookingTable([], extra);
+      el.append(table, errors.el, more);
+    }
+    table.tBodies[0].append(...rows);
+    count += rows.length;
+    if (r.bookings.length) last = String(r.bookings[r.bookings.length - 1].bookingId);
+    more.hidden = r.bookings.length < BOOKINGS_PAGE;
+    // A keyboard user who asked for more goes on from the first new one.
+    if (p.has('before') && rows.length) rows[0].querySelector('a').focus();
+  }
+  await load();
+  return { el, count: () => count };
 }
 
 export async function bookingPage(page, id) {

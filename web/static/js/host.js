@@ -1,9 +1,12 @@
 // Host: my cars, listing a new car, my cars' bookings, and handing cars
 // over and taking them back.
 import { api, claims } from './api.js';
-import { h, slot, field } from './ui.js';
-import { money } from './format.js';
-import { bookingTable } from './bookings.js';
+import { h, slot, field, announce } from './ui.js';
+import { money, titleCase } from './format.js';
+import { bookingRow, pagedBookings } from './bookings.js';
+
+// CARS_PAGE is how many of the host's cars are loaded at a time.
+const CARS_PAGE = 50;
 
 export async function hostPage(page) {
   page.title('Host');
@@ -16,31 +19,57 @@ export async function hostPage(page) {
   const errors = slot();
   const carsBox = h('section', { 'aria-label': 'Cars' });
   const bookingsBox = h('section', { 'aria-label': 'Bookings of my cars' });
-  const status = h('select', { onchange: () => loadBookings() },
+  const status = h('select', { onchange: () => loadBookings().catch((err) => errors.error(err)) },
     ['', 'HELD', 'CONFIRMED', 'ON_TRIP', 'COMPLETED', 'CANCELLED', 'EXPIRED'].map((s) => h('option', { value: s }, s || 'any')));
 
-  async function loadCars() {
-    const r = await api('GET', '/host/cars?limit=100');
-    carsBox.replaceChildren(r.cars.length ? h('table', {},
-      h('thead', {}, h('tr', {}, h('th', {}, 'Car'), h('th', {}, 'Plate'), h('th', { class: 'hide-narrow' }, 'City'), h('th', { class: 'num' }, 'Per day'))),
-      h('tbody', {}, r.cars.map((c) => h('tr', {},
-        h('td', {}, h('a', { href: `/app/cars/${c.id}` }, c.model)), h('td', {}, c.plate), h('td', { class: 'hide-narrow' }, c.city),
-        h('td', { class: 'num' }, money(c.dailyPrice, c.currency)))))) : h('p', {}, 'No cars listed yet.'));
+  // The API pages the host's cars like a search (nextAfter): "More cars"
+  // appends the next page while there may be one.
+  const moreCars = h('button', { type: 'button', class: 'secondary', hidden: true, dataset: { action: 'more-cars' }, onclick: () => loadCars(true).catch((err) => errors.error(err)) }, 'More cars');
+  let carsAfter = '';
+  async function loadCars(next = false) {
+    const p = new URLSearchParams({ limit: String(CARS_PAGE) });
+    if (next && carsAfter) p.set('after', carsAfter);
+    moreCars.disabled = true;
+    let r;
+    try {
+      r = await api('GET', `/host/cars?${p}`);
+    } finally {
+      moreCars.disabled = false;
+    }
+    const rows = r.cars.map((c) => h('tr', { dataset: { car: String(c.id) } },
+      h('td', {}, h('a', { href: `/app/cars/${c.id}` }, c.model)), h('td', {}, c.plate), h('td', { class: 'hide-narrow' }, c.city),
+      h('td', { class: 'num' }, money(c.dailyPrice, c.currency))));
+    let body = carsBox.querySelector('tbody');
+    if (!next || !body) {
+      body = h('tbody');
+      carsBox.replaceChildren(rows.length ? h('table', {},
+        h('thead', {}, h('tr', {}, h('th', {}, 'Car'), h('th', {}, 'Plate'), h('th', { class: 'hide-narrow' }, 'City'), h('th', { class: 'num' }, 'Per day'))),
+        body) : h('p', {}, 'No cars listed yet.'), moreCars);
+    }
+    body.append(...rows);
+    carsAfter = r.nextAfter ? String(r.nextAfter) : '';
+    moreCars.hidden = !carsAfter;
+    if (next && rows.length) rows[0].querySelector('a').focus();
   }
 
   async function loadBookings() {
-    const p = new URLSearchParams({ limit: '50' });
-    if (status.value) p.set('status', status.value);
-    const r = await api('GET', `/host/bookings?${p}`);
-    bookingsBox.replaceChildren(r.bookings.length ? bookingTable(r.bookings, actions) : h('p', {}, 'No bookings.'));
+    const p = {};
+    if (status.value) p.status = status.value;
+    const list = await pagedBookings('/host/bookings', p, actions);
+    bookingsBox.replaceChildren(list.count() ? list.el : h('p', {}, 'No bookings.'));
   }
 
+  // A hand-over redraws its own row: the older pages loaded stay.
   function actions(b) {
-    const move = (what) => async () => {
+    const move = (what) => async (e) => {
       errors.clear();
+      const row = e.currentTarget.closest('tr');
       try {
-        await api('POST', `/bookings/${b.bookingId}/${what}`);
-        await loadBookings();
+        const nb = await api('POST', `/bookings/${b.bookingId}/${what}`);
+        const fresh = bookingRow(nb, actions);
+        row.replaceWith(fresh);
+        (fresh.querySelector('button') || fresh.querySelector('a')).focus();
+        announce(`Booking ${nb.bookingId} is now ${titleCase(nb.status)}.`);
       } catch (err) {
         errors.error(err);
       }
