@@ -130,3 +130,43 @@ func TestBrowserBookingListsPage(t *testing.T) {
 	}
 	host.check("host (two pages)")
 }
+
+// Deep links with from, to or city that are not understood show the page
+// with the usual values and a notice naming what was replaced: the
+// calendar renders, the search runs, no alert.
+func TestBrowserCarDeepLinkJunk(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	car := e.car(4301, "30A-333.33")
+	tb := e.tab("renter", auth.Customer, 4302)
+	valid := `[...document.querySelectorAll('input[type="datetime-local"]')].every(i => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}$/.test(i.value))`
+
+	for _, q := range []string{"from=abc&to=def", "from=2027-02-30T09:00&to=2027-13-01T09:00", "from=&to="} {
+		tb.open(fmt.Sprintf("/app/cars/%d?%s", car, q), "table.calendar")
+		if eval[bool](tb, `!!document.querySelector('[role="alert"]')`) {
+			t.Errorf("%s: alert %q", q, tb.text(`[role="alert"]`))
+		}
+		if !eval[bool](tb, valid) {
+			t.Errorf("%s: the period's fields are %s", q, eval[string](tb, `[...document.querySelectorAll('input[type="datetime-local"]')].map(i => i.value).join(' to ')`))
+		}
+		if q != "from=&to=" {
+			if got := tb.text("[data-link-notice]"); !strings.Contains(got, "Pick-up") || !strings.Contains(got, "Return") {
+				t.Errorf("%s: notice %q, want it to name Pick-up and Return", q, got)
+			}
+		}
+	}
+	tb.check("car calendar (a link not understood)")
+
+	to := wall(e.srv.Clock.Now().AddDate(0, 0, 9))
+	tb.open("/app/cars?city=%3Cjunk%3E&from=tomorrow&to="+url.QueryEscape(to), "li.card a")
+	if eval[bool](tb, `!!document.querySelector('[role="alert"]')`) {
+		t.Errorf("car search: alert %q", tb.text(`[role="alert"]`))
+	}
+	if got := tb.text("[data-link-notice]"); !strings.Contains(got, "City") || !strings.Contains(got, "Pick-up") || strings.Contains(got, "Return") {
+		t.Errorf("car search: notice %q, want it to name the city and the pick-up only", got)
+	}
+	if !eval[bool](tb, valid) {
+		t.Error("car search: the period's fields are not valid")
+	}
+	tb.check("car search (a link not understood)")
+}

@@ -15,15 +15,52 @@ function defaultPeriod(tz) {
   return [start, end];
 }
 
+// localTime returns v when it is a datetime-local value naming a real
+// wall-clock time ("2026-12-20T09:00", seconds allowed), else ''.
+function localTime(v) {
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::\d{2}(?:\.\d{1,3})?)?$/.exec(v || '');
+  if (!m) return '';
+  const [y, mo, d, hh, mi] = m.slice(1).map(Number);
+  const t = new Date(Date.UTC(y, mo - 1, d, hh, mi));
+  const same = t.getUTCFullYear() === y && t.getUTCMonth() === mo - 1 && t.getUTCDate() === d && t.getUTCHours() === hh && t.getUTCMinutes() === mi;
+  return same ? v.slice(0, 16) : '';
+}
+
+// linkPeriod reads the period of a deep link's from and to: a value that
+// is not a date and time gives way to the default period's, and a notice
+// (or null) says so, naming the field.
+function linkPeriod(q, tz) {
+  const defaults = defaultPeriod(tz);
+  const wrong = [];
+  const [from, to] = [['from', 'Pick-up'], ['to', 'Return']].map(([k, label], i) => {
+    const raw = q.get(k);
+    const v = localTime(raw);
+    if (raw && !v) wrong.push(`${label} "${raw}" is not a date and time`);
+    return v || defaults[i];
+  });
+  return { from, to, wrong };
+}
+
+// linkNotice tells what of a deep link was not understood and was
+// replaced (null when all was).
+function linkNotice(wrong) {
+  if (!wrong.length) return null;
+  return h('p', { class: 'notice', role: 'status', dataset: { linkNotice: '' } },
+    `The link was not understood: ${wrong.join('; ')}. Showing the usual choice instead; change it below.`);
+}
+
 export async function carsPage(page) {
   page.title('Rent a car');
   const q = page.url.searchParams;
   const list = await cities();
-  const city = h('select', { name: 'city' }, [...list.values()].map((c) => h('option', { value: c.code, selected: c.code === (q.get('city') || 'HN') }, `${c.name} (${c.code})`)));
+  const wanted = (q.get('city') || '').toUpperCase();
+  const chosen = list.has(wanted) ? wanted : list.has('HN') ? 'HN' : [...list.keys()][0];
+  const city = h('select', { name: 'city' }, [...list.values()].map((c) => h('option', { value: c.code, selected: c.code === chosen }, `${c.name} (${c.code})`)));
   const tz = () => list.get(city.value)?.timeZone || 'UTC';
-  const [d0, d1] = defaultPeriod(tz());
-  const from = h('input', { type: 'datetime-local', name: 'from', required: true, value: q.get('from') || d0 });
-  const to = h('input', { type: 'datetime-local', name: 'to', required: true, value: q.get('to') || d1 });
+  const period = linkPeriod(q, tz());
+  if (wanted && !list.has(wanted)) period.wrong.unshift(`City "${q.get('city')}" is not one berth rents cars in`);
+  const from = h('input', { type: 'datetime-local', name: 'from', required: true, value: period.from });
+  const to = h('input', { type: 'datetime-local', name: 'to', required: true, value: period.to });
   const zone = h('p', { class: 'muted' });
   const showZone = () => { zone.textContent = `Times are in ${zoneLabel(tz(), list.get(city.value)?.name)}.`; };
   city.addEventListener('change', showZone);
@@ -38,7 +75,7 @@ export async function carsPage(page) {
         page.navigate(`/app/cars?${new URLSearchParams({ city: city.value, from: from.value, to: to.value })}`);
       },
     }, h('div', { class: 'row' }, field('City', city), field('Pick-up', from), field('Return', to), h('button', { type: 'submit' }, 'Search')), zone),
-    errors.el, results);
+    linkNotice(period.wrong) || '', errors.el, results);
   if (!q.get('city')) return;
   const p = new URLSearchParams({ city: city.value, from: zonedISO(from.value, tz()), to: zonedISO(to.value, tz()), limit: String(PAGE) });
   const link = (c) => `/app/cars/${c.id}?${new URLSearchParams({ from: from.value, to: to.value })}`;
@@ -88,12 +125,12 @@ export async function carPage(page, id) {
   const place = list.get(car.city)?.name || car.city;
   page.title(car.model);
   const errors = slot();
-  const [d0, d1] = defaultPeriod(tz);
-  const from = h('input', { type: 'datetime-local', required: true, value: q.get('from') || d0 });
-  const to = h('input', { type: 'datetime-local', required: true, value: q.get('to') || d1 });
+  const period = linkPeriod(q, tz);
+  const from = h('input', { type: 'datetime-local', required: true, value: period.from });
+  const to = h('input', { type: 'datetime-local', required: true, value: period.to });
   const bookBtn = h('button', { type: 'submit', dataset: { action: 'book-car' } }, 'Book');
   const cal = h('section', { 'aria-label': 'Calendar' });
-  let month = new Date(`${(q.get('from') || d0).slice(0, 7)}-01T00:00:00Z`);
+  let month = new Date(`${period.from.slice(0, 7)}-01T00:00:00Z`);
 
   async function drawMonth() {
     const y = month.getUTCFullYear(), m = month.getUTCMonth();
@@ -158,6 +195,7 @@ export async function carPage(page, id) {
     h('p', {}, h('a', { href: `/app/cars?city=${car.city}` }, `← Cars in ${place}`)),
     h('h1', {}, car.model),
     h('p', {}, `${place} · ${money(car.dailyPrice, car.currency)} a day · deposit ${money(car.deposit, car.currency)} (paid when you book) · turnaround ${car.turnaround}`),
+    linkNotice(period.wrong) || '',
     cal,
     h('form', { class: 'card', onsubmit: book },
       h('h2', {}, 'Book this car'),
