@@ -170,3 +170,17 @@ func TestBrowserCarDeepLinkJunk(t *testing.T) {
 	}
 	tb.check("car search (a link not understood)")
 }
+
+// A held seat is announced as held, not as "held by someone else": the
+// map does not know whose hold it is, and it may be the viewer's own.
+func TestBrowserHeldSeatLabel(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 1, 0)
+	e.srv.Customer(4401).HoldSeats(t, id, "ECONOMY", "3A")
+	tb := e.tab("holder", auth.Customer, 4401)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"][data-status="HELD"]`)
+	if got := eval[string](tb, `document.querySelector('[data-seat="3A"]').getAttribute('aria-label')`); got != "Seat 3A, Economy, held" {
+		t.Errorf("the holder's own seat is announced as %q, want \"Seat 3A, Economy, held\"", got)
+	}
+}

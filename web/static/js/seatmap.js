@@ -135,7 +135,9 @@ export class SeatMap {
       else s.g.setAttribute('aria-disabled', 'true');
       s.g.classList.toggle('other-class', !!this.fareClass && s.fareClass !== this.fareClass);
       const cls = this.classNames[s.fareClass] || s.fareClass.toLowerCase();
-      const words = { AVAILABLE: 'available', HELD: 'held by someone else', SOLD: 'sold', SELECTED: 'selected' }[shown];
+      // The map does not know whose holds are whose (the caller's own
+      // included): a held seat is just held.
+      const words = { AVAILABLE: 'available', HELD: 'held', SOLD: 'sold', SELECTED: 'selected' }[shown];
       s.g.setAttribute('aria-label', `Seat ${no}, ${cls}, ${words}`);
       if (s.g.getAttribute('tabindex') === '0') tabbable = s.g;
     }
