@@ -45,6 +45,9 @@ func TestBrowserExtendAndWaitlist(t *testing.T) {
 	fan.waitVisible(`[data-action="join-waitlist"]`)
 	fan.click(`[data-action="join-waitlist"]`)
 	fan.waitFor("the place in line", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'WAITING'`)
+	if eval[bool](fan, `!!document.querySelector('[role="alert"]')`) {
+		t.Errorf("after joining the line, the page still shows the alert %q", fan.text(`[role="alert"]`))
+	}
 	fan.check("flight (joined the waitlist)")
 
 	e.srv.Customer(1001).Cancel(t, bid)

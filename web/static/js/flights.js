@@ -170,6 +170,7 @@ export async function flightPage(page, id) {
     const join = async () => {
       try {
         const e = await api('POST', `/flights/${f.id}/waitlist`, { body: { fareClass, quantity } });
+        errors.clear(); // the sold_out that led here is answered
         if (e.status === 'OFFERED') {
           page.navigate(`/app/bookings/${e.bookingId}`);
           return;
