@@ -184,3 +184,37 @@ func TestBrowserHeldSeatLabel(t *testing.T) {
 		t.Errorf("the holder's own seat is announced as %q, want \"Seat 3A, Economy, held\"", got)
 	}
 }
+
+// The cancel question opens with the focus on keeping the booking; a host
+// cancelling is told what the customer gets back, not "you get back".
+func TestBrowserCancelQuestion(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	car := e.car(4501, "30A-555.55")
+	from := e.srv.Clock.Now().Add(48 * time.Hour)
+	id := e.carBooking(4502, car, from, from.Add(24*time.Hour), true)
+
+	customer := e.tab("customer", auth.Customer, 4502)
+	customer.open(fmt.Sprintf("/app/bookings/%d", id), `[data-action="cancel"]`)
+	customer.click(`[data-action="cancel"]`)
+	customer.waitVisible(`[data-refund-quote]`)
+	if got := eval[string](customer, `document.activeElement.dataset.action || document.activeElement.textContent`); got != "keep-booking" {
+		t.Errorf("the question opens with the focus on %q, want the safe choice (keep-booking)", got)
+	}
+	if got := customer.text(`[data-refund-quote] p`); !strings.Contains(got, "you get back") {
+		t.Errorf("the customer is told %q, want what they get back", got)
+	}
+	customer.click(`[data-action="keep-booking"]`)
+
+	host := e.tab("host", auth.Host, 4501)
+	host.open(fmt.Sprintf("/app/bookings/%d", id), `[data-action="cancel"]`)
+	host.click(`[data-action="cancel"]`)
+	host.waitVisible(`[data-refund-quote]`)
+	if got := host.text(`[data-refund-quote] p`); strings.Contains(got, "you get back") || !strings.Contains(got, "the customer gets back") {
+		t.Errorf("the host is told %q, want what the customer gets back", got)
+	}
+	if got := eval[string](host, `document.activeElement.dataset.action || document.activeElement.textContent`); got != "keep-booking" {
+		t.Errorf("the host's question opens with the focus on %q, want keep-booking", got)
+	}
+	host.check("booking (host's cancel question)")
+}

@@ -257,13 +257,18 @@ export async function bookingPage(page, id) {
       return;
     }
     const why = { unpaid: 'nothing was paid yet', seller: 'cancelled by the seller: refunded in full', policy: `${q.percent} % under the booking's refund rule` }[q.rule] || q.rule;
+    // The refund goes to the customer: a host or an admin cancelling is
+    // told what the customer gets back.
+    const own = me?.role === 'customer' && String(b.customerId) === me.sub;
+    const keep = h('button', { type: 'button', class: 'secondary', dataset: { action: 'keep-booking' }, onclick: () => quote.clear() }, 'Keep it');
     quote.show(h('div', { class: 'card', role: 'dialog', 'aria-labelledby': 'cq', dataset: { refundQuote: String(q.refundAmount) } },
       h('h2', { id: 'cq' }, 'Cancel this booking?'),
-      h('p', {}, 'If you cancel now, you get back ', h('strong', {}, money(q.refundAmount, q.currency)), ` of ${money(q.amount, q.currency)} (${why}).`),
+      h('p', {}, own ? 'If you cancel now, you get back ' : 'If you cancel now, the customer gets back ', h('strong', {}, money(q.refundAmount, q.currency)), ` of ${money(q.amount, q.currency)} (${why}).`),
       h('div', { class: 'row' },
         h('button', { type: 'button', class: 'danger', dataset: { action: 'confirm-cancel' }, onclick: doCancel }, 'Yes, cancel'),
-        h('button', { type: 'button', class: 'secondary', onclick: () => quote.clear() }, 'Keep it'))));
-    quote.el.querySelector('button').focus();
+        keep)));
+    // The safe choice has the focus: Enter or Space keeps the booking.
+    keep.focus();
   }
 
   async function doCancel() {
