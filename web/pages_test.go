@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
+	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/auth"
 )
 
@@ -217,4 +220,32 @@ func TestBrowserCancelQuestion(t *testing.T) {
 		t.Errorf("the host's question opens with the focus on %q, want keep-booking", got)
 	}
 	host.check("booking (host's cancel question)")
+}
+
+// At 390 px wide the admin's counters keep each number on one line (a
+// table squeezed narrow broke 132 into "13" over "2").
+func TestBrowserAdminCountersNarrow(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	dep := e.srv.Clock.Now().Add(72 * time.Hour).Truncate(time.Hour)
+	id := e.srv.Admin().CreateFlight(t, apptest.Flight{Code: "BT132", DepartureAt: dep, Fares: []apptest.Fare{
+		{Class: "BUSINESS", Price: 4_800_000, Capacity: 132},
+		{Class: "PREMIUM", Price: 2_800_000, Capacity: 999},
+		{Class: "ECONOMY", Price: 1_200_000, Capacity: 1000, OverbookLimit: 1000},
+	}}).ID
+	e.srv.Customer(4601).HoldQuantity(t, id, "ECONOMY", 9)
+
+	admin := e.tab("admin", auth.Admin, 1)
+	admin.open("/app/admin", fmt.Sprintf(`[data-flight="%d"] [data-fare="ECONOMY"]`, id))
+	admin.run(chromedp.EmulateViewport(390, 844))
+	broken := eval[string](admin, `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(
+	  [...document.querySelectorAll('[data-n]')].filter(td => {
+	    const range = document.createRange();
+	    range.selectNodeContents(td);
+	    return new Set([...range.getClientRects()].map(x => Math.round(x.top))).size > 1;
+	  }).map(td => td.closest('tr').dataset.fare + ' ' + td.dataset.n + ' ' + td.textContent).join('; ')))))`)
+	if broken != "" {
+		t.Errorf("at 390 px these numbers break over lines: %s", broken)
+	}
+	admin.check("admin (large counters)")
 }

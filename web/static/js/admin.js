@@ -33,10 +33,10 @@ export async function adminPage(page) {
     const card = h('article', { class: 'card', dataset: { flight: String(f.id) } },
       h('h3', {}, `${f.code} ${f.from} → ${f.to} `, h('span', { class: 'muted' }, `#${f.id}`)),
       h('p', {}, h('time', { datetime: f.departureAt }, dateTime(f.departureAt, o?.timeZone || 'UTC')), ' ', h('span', { class: 'muted' }, `(${o?.city || f.from} time)`)),
-      h('table', { class: 'counters' },
+      h('div', { class: 'table-scroll' }, h('table', { class: 'counters' },
         h('thead', {}, h('tr', {}, h('th', {}, 'Class'), h('th', { class: 'num' }, 'Cap.'), h('th', { class: 'num' }, 'Sold'),
           h('th', { class: 'num' }, 'Held'), h('th', { class: 'num' }, 'Left'), h('th', {}, 'Overbook limit'))),
-        counters),
+        counters)),
       h('form', {
         class: 'inline',
         onsubmit: async (e) => {
