@@ -9,8 +9,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/config"
 )
 
 // noNull is true when no text on the page is "null" or "undefined" (what
@@ -248,4 +250,28 @@ func TestBrowserAdminCountersNarrow(t *testing.T) {
 		t.Errorf("at 390 px these numbers break over lines: %s", broken)
 	}
 	admin.check("admin (large counters)")
+}
+
+// A rate_limited answer says how long to wait, from its Retry-After.
+func TestBrowserRateLimitedSaysTheWait(t *testing.T) {
+	t.Parallel()
+	browser(t)
+	srv := apptest.Start(t, apptest.Options{
+		App:    func(o *app.Options) { o.Dev = true },
+		Config: func(c *config.Config) { c.HoldLimit = config.Rate{N: 1, Window: 15 * time.Minute} },
+	})
+	srv.Clock.Set(time.Now().UTC().Truncate(time.Second))
+	e := &env{t: t, srv: srv}
+	id := e.flight(3, 1, 0)
+	e.srv.Customer(4701).HoldQuantity(t, id, "ECONOMY", 1)
+
+	tb := e.tab("customer", auth.Customer, 4701)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3B"]`)
+	tb.click(`[data-seat="3B"]`)
+	tb.waitFor("3B selected", `document.querySelector('[data-seat="3B"]').dataset.status === 'SELECTED'`)
+	tb.click(`[data-action="hold"]`)
+	tb.waitVisible(`[role="alert"]`)
+	if got := tb.text(`[role="alert"]`); !strings.Contains(got, "rate_limited") || !strings.Contains(got, "try again in about 15 minutes") {
+		t.Errorf("alert %q, want rate_limited and the wait, about 15 minutes", got)
+	}
 }

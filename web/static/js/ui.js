@@ -47,10 +47,20 @@ const WORDS = {
 // screen readers announce.
 export function errorBox(err) {
   const code = err.code || 'error';
-  const words = WORDS[code] || 'Something went wrong.';
+  let words = WORDS[code] || 'Something went wrong.';
+  if (code === 'rate_limited' && err.retryAfter > 0) words = `Too many requests; try again in ${waitWords(err.retryAfter)}.`;
   const detail = err.problem?.detail && err.problem.detail !== words ? err.problem.detail : '';
   return h('div', { class: 'alert', role: 'alert' },
     h('strong', {}, words), ' ', detail ? h('span', {}, detail, '. ') : '', h('span', { class: 'muted' }, 'Code: ', h('code', {}, code)));
+}
+
+// waitWords says a wait of s seconds (the API's Retry-After) as people
+// would: "about 15 minutes".
+export function waitWords(s) {
+  const n = (v, unit) => `about ${v} ${unit}${v === 1 ? '' : 's'}`;
+  if (s < 60) return n(Math.max(1, Math.round(s)), 'second');
+  if (s < 3600) return n(Math.round(s / 60), 'minute');
+  return n(Math.round(s / 3600), 'hour');
 }
 
 // slot is a place on a page that shows one thing at a time (an error, a
