@@ -275,3 +275,34 @@ func TestBrowserRateLimitedSaysTheWait(t *testing.T) {
 		t.Errorf("alert %q, want rate_limited and the wait, about 15 minutes", got)
 	}
 }
+
+// A pasted token is checked with the server before the page says who is
+// signed in: one with a forged signature is refused, a good one kept.
+func TestBrowserSigninChecksToken(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	good := e.srv.Token(auth.Admin, 1002)
+	forged := good[:strings.LastIndex(good, ".")+1] + "c2lnbmVkIGJ5IG5vYm9keQ"
+
+	tb := e.tab("visitor", "", 0)
+	tb.open("/app/signin", "textarea")
+	tb.run(setValue("textarea", forged))
+	tb.click(`button[type="submit"]`)
+	tb.waitVisible(`[role="alert"]`)
+	if got := tb.text(`[role="alert"]`); !strings.Contains(got, "unauthenticated") {
+		t.Errorf("forged token: alert %q, want unauthenticated", got)
+	}
+	if got := tb.text("#who"); strings.Contains(got, "Signed in") {
+		t.Errorf("forged token: the page says %q", got)
+	}
+	if got := eval[string](tb, `sessionStorage.getItem('berth.token') || ''`); got != "" {
+		t.Error("forged token: it was kept")
+	}
+
+	tb.run(setValue("textarea", good))
+	tb.click(`button[type="submit"]`)
+	tb.waitFor("signed in", `document.getElementById('who').textContent.includes('Signed in as admin 1002')`)
+	if got := eval[string](tb, `location.pathname`); got != "/app/" {
+		t.Errorf("after signing in the page is %s, want /app/", got)
+	}
+}

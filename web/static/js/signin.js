@@ -1,29 +1,50 @@
 // Sign-in: outside `berth dev`, the operator's identity provider hands the
 // app a bearer token (docs/webapp.md); a person may also paste one here.
-import { setToken, claims } from './api.js';
-import { h, field } from './ui.js';
+import { api, setToken, claims } from './api.js';
+import { h, field, errorBox } from './ui.js';
 
 export function signinPage(page) {
   page.title('Sign in');
   const input = h('textarea', { rows: 4, required: true, autocomplete: 'off', spellcheck: false });
   const msg = h('div');
+  const button = h('button', { type: 'submit' }, 'Sign in');
+  const refuse = () => {
+    setToken('');
+    msg.replaceChildren(h('div', { class: 'alert', role: 'alert' }, 'That is not a valid, unexpired token. Code: ', h('code', {}, 'unauthenticated')));
+  };
   page.main.append(
     h('h1', {}, 'Sign in'),
     h('p', {}, 'berth takes a bearer token from your organisation\'s sign-in service. In a development set-up, ',
       h('a', { href: '/dev/login' }, 'the development sign-in page'), ' signs you in as a demo user.'),
     h('form', {
       class: 'stack narrow',
-      onsubmit: (e) => {
+      onsubmit: async (e) => {
         e.preventDefault();
+        msg.replaceChildren();
         setToken(input.value.trim());
         if (!claims()) {
-          setToken('');
-          msg.replaceChildren(h('div', { class: 'alert', role: 'alert' }, 'That is not a valid, unexpired token. Code: ', h('code', {}, 'unauthenticated')));
+          refuse();
           return;
+        }
+        // The app only reads the token's claims; the server checks its
+        // signature. One cheap call every role may make asks it before the
+        // sign-in is kept and announced.
+        button.disabled = true;
+        try {
+          await api('GET', '/bookings?limit=1');
+        } catch (err) {
+          if (err.status === 401) refuse();
+          else {
+            setToken('');
+            msg.replaceChildren(errorBox(err));
+          }
+          return;
+        } finally {
+          button.disabled = false;
         }
         page.navigate('/app/');
       },
-    }, field('Bearer token', input), h('button', { type: 'submit' }, 'Sign in')),
+    }, field('Bearer token', input), button),
     msg,
   );
 }
