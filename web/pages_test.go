@@ -306,3 +306,31 @@ func TestBrowserSigninChecksToken(t *testing.T) {
 		t.Errorf("after signing in the page is %s, want /app/", got)
 	}
 }
+
+// A flight that has departed says so: its map is shown, but no seat can
+// be chosen and there is no Hold to press.
+func TestBrowserDepartedFlight(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	now := e.srv.Clock.Now()
+	e.srv.Clock.Set(now.Add(-48 * time.Hour))
+	id := e.flight(1, 1, 0) // departs a day before now
+	e.srv.Clock.Set(now)
+
+	tb := e.tab("late", auth.Customer, 4801)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
+	if got := eval[string](tb, `document.querySelector('[data-departed]')?.textContent || ''`); !strings.Contains(got, "departed") {
+		t.Errorf("the page says %q, want that the flight has departed", got)
+	}
+	tb.click(`[data-seat="3A"]`)
+	if got := eval[string](tb, `document.querySelector('[data-seat="3A"]').dataset.status`); got != "AVAILABLE" {
+		t.Errorf("a click on 3A made it %s: want nothing chosen on a departed flight", got)
+	}
+	if got := eval[string](tb, `document.querySelector('[data-seat="3A"]').getAttribute('aria-disabled')`); got != "true" {
+		t.Errorf("3A is aria-disabled=%q, want true", got)
+	}
+	if eval[bool](tb, `!!document.querySelector('[data-action="hold"]')?.checkVisibility()`) {
+		t.Error("a departed flight offers Hold")
+	}
+	tb.check("flight (departed)")
+}

@@ -77,6 +77,10 @@ export async function flightPage(page, id) {
   let fare = (f.fares.find((x) => x.available > 0) || f.fares[0])?.fareClass;
   let mode = 'seats';
   const hasSeats = seatMap.seats.length > 0;
+  // A departed flight sells nothing (its fares show sold out): the map is
+  // shown, but no seat can be chosen and there is nothing to hold. The
+  // API gives no clock of its own here: the browser's decides.
+  const departed = Date.parse(f.departureAt) <= Date.now();
   if (!hasSeats) mode = 'quantity';
 
   const map = new SeatMap({
@@ -98,7 +102,9 @@ export async function flightPage(page, id) {
     },
   });
 
-  const fares = h('fieldset', { class: 'fares' });
+  map.readOnly = departed;
+
+  const fares = h('fieldset', { class: 'fares', disabled: departed });
   function drawFares() {
     fares.replaceChildren(h('legend', {}, 'Fare class'), ...f.fares.map((x, i) => h('label', { class: `fare${x.fareClass === fare ? ' is-selected' : ''}` },
       h('input', {
@@ -133,8 +139,8 @@ export async function flightPage(page, id) {
     holdBtn.disabled = n < 1 || n > 9;
   }
   function showMode() {
-    mapBox.hidden = mode !== 'seats';
-    qtyBox.hidden = mode !== 'quantity';
+    mapBox.hidden = departed ? !hasSeats : mode !== 'seats';
+    qtyBox.hidden = mode !== 'quantity' || departed;
     summary();
   }
 
@@ -247,12 +253,13 @@ export async function flightPage(page, id) {
     h('p', {}, h('a', { href: `/app/?from=${f.from}&to=${f.to}` }, `← Flights ${f.from} → ${f.to}`)),
     h('h1', {}, `${f.code} ${o?.city || f.from} → ${d?.city || f.to}`),
     h('p', {}, 'Departs ', when(f.departureAt, o), h('br'), 'Arrives ', when(f.arrivalAt, d)),
+    departed ? h('p', { class: 'notice', role: 'status', dataset: { departed: '' } }, 'This flight has departed: its seats can no longer be held.') : '',
     fares,
-    h('fieldset', { class: 'row' }, h('legend', {}, 'How to choose'),
+    h('fieldset', { class: 'row', hidden: departed }, h('legend', {}, 'How to choose'),
       h('label', { class: 'inline' }, modeSeats, 'Pick seats on the map'),
       h('label', { class: 'inline' }, modeQty, 'Any seats: a number of seats')),
     mapBox, qtyBox,
-    h('div', { class: 'card' }, chosen, holdBtn), waiting.el, errors.el,
+    h('div', { class: 'card', hidden: departed }, chosen, holdBtn), waiting.el, errors.el,
   );
   mapBox.append(h('h2', {}, 'Seat map'),
     h('ul', { class: 'legend', 'aria-label': 'Legend' },
@@ -260,7 +267,7 @@ export async function flightPage(page, id) {
       h('li', {}, h('span', { class: 'swatch sw-SELECTED', 'aria-hidden': 'true' }), 'Selected'),
       h('li', {}, h('span', { class: 'swatch sw-HELD', 'aria-hidden': 'true' }), 'Held'),
       h('li', {}, h('span', { class: 'swatch sw-SOLD', 'aria-hidden': 'true' }), 'Sold')),
-    h('p', { class: 'muted' }, 'Use the arrow keys to move between seats and Space to choose one.'));
+    departed ? '' : h('p', { class: 'muted' }, 'Use the arrow keys to move between seats and Space to choose one.'));
   if (hasSeats) mapBox.append(map.build(seatMap.seats));
   map.setClass(fare);
   showMode();

@@ -47,6 +47,9 @@ export class SeatMap {
     this.seats = new Map(); // seatNo → {g, fareClass, status}
     this.selected = new Set();
     this.fareClass = '';
+    // readOnly shows the seats without letting any be chosen (a flight
+    // that has departed).
+    this.readOnly = false;
   }
 
   // build draws the map for seats (once); update restyles it.
@@ -130,7 +133,7 @@ export class SeatMap {
       const shown = sel ? 'SELECTED' : s.status;
       s.g.dataset.status = shown;
       s.g.setAttribute('aria-checked', String(sel));
-      const free = s.status === 'AVAILABLE';
+      const free = s.status === 'AVAILABLE' && !this.readOnly;
       if (free) s.g.removeAttribute('aria-disabled');
       else s.g.setAttribute('aria-disabled', 'true');
       s.g.classList.toggle('other-class', !!this.fareClass && s.fareClass !== this.fareClass);
@@ -150,7 +153,7 @@ export class SeatMap {
 
   choose(no) {
     const s = this.seats.get(no);
-    if (!s || s.status !== 'AVAILABLE') return;
+    if (!s || s.status !== 'AVAILABLE' || this.readOnly) return;
     this.focus(no);
     this.onToggle(no, s.fareClass);
   }
