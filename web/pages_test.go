@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -333,4 +334,29 @@ func TestBrowserDepartedFlight(t *testing.T) {
 		t.Error("a departed flight offers Hold")
 	}
 	tb.check("flight (departed)")
+}
+
+// A waiting room that answers place 0 (nobody ahead) says the turn has
+// come, never "Your place in line: 0".
+func TestBrowserWaitingRoomPlaceZero(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 5, 0)
+	e.srv.Admin().SetWaitingRoom(t, id, true, 1)
+	// Someone queued, and the room moved on past them before the browser
+	// asked: the browser's ticket is issued behind the frontier.
+	if _, p := e.srv.Customer(4902).TryHoldQuantity(t, id, "ECONOMY", 1); !p.Is(http.StatusTooManyRequests, "waiting_room") {
+		t.Fatalf("first hold: %v, want 429 waiting_room", p)
+	}
+	e.srv.Clock.Advance(10 * time.Second)
+	tb := e.tab("queued", auth.Customer, 4901)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="6F"]`)
+	tb.click(`[data-seat="6F"]`)
+	tb.click(`[data-action="hold"]`)
+	tb.waitFor("the waiting room", `!!document.querySelector('[data-waiting-room]')`)
+	got := eval[string](tb, `document.querySelector('[data-waiting-room]')?.textContent || ''`)
+	if strings.Contains(got, "place in line: 0") || !strings.Contains(got, "your turn has come") {
+		t.Errorf("waiting room shows %q, want that the turn has come", got)
+	}
+	tb.waitStatus("HELD")
 }

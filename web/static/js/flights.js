@@ -198,13 +198,22 @@ export async function flightPage(page, id) {
   // selection stays as it is, and the hold is sent again with the
   // admission token.
   async function waitInRoom(ticket, position) {
-    const pos = h('strong', {}, String(position));
+    const pos = h('strong', {});
     const eta = h('span', {}, 'estimating…');
+    const line = h('p', {});
+    // Place 0 is nobody ahead: the turn has come, the token is on its way.
+    const place = (n) => {
+      if (n > 0) {
+        pos.textContent = String(n);
+        line.replaceChildren('Your place in line: ', pos, '. Estimated wait: ', eta, '.');
+      } else line.replaceChildren(h('strong', {}, 'You are next: your turn has come.'));
+    };
+    place(position);
     waiting.show(h('div', { class: 'waiting', role: 'status', dataset: { waitingRoom: '' } },
       h('h2', {}, 'You are in the waiting room'),
-      h('p', {}, 'Your place in line: ', pos, '. Estimated wait: ', eta, '.'),
+      line,
       h('p', {}, 'Keep this page open: your seats stay selected, and the hold goes on by itself when it is your turn.')));
-    announce(`Waiting room: number ${position} in line.`);
+    announce(position > 0 ? `Waiting room: number ${position} in line.` : 'Waiting room: you are next.');
     holdBtn.disabled = true;
     const start = { t: Date.now(), p: position };
     while (!page.left) {
@@ -230,7 +239,7 @@ export async function flightPage(page, id) {
         waiting.clear();
         return;
       }
-      pos.textContent = String(st.position);
+      place(st.position);
       const rate = (start.p - st.position) / ((Date.now() - start.t) / 1000);
       eta.textContent = rate > 0 ? `about ${Math.max(1, Math.round(st.position / rate))} s` : 'estimating…';
     }
