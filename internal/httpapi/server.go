@@ -351,9 +351,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ auth.Caller) e
 // under: the caller's own when it looks like one (a proxy's or a client's,
 // so that their logs and berth's meet), else a new random one.
 func requestID(given string) string {
-	plausible := len(given) >= 1 && len(given) <= 128 && strings.IndexFunc(given, func(r rune) bool {
-		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("-_.:", r))
-	}) < 0
+	idChar := func(r rune) bool {
+		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("-_.:", r)
+	}
+	plausible := len(given) >= 1 && len(given) <= 128 && strings.IndexFunc(given, func(r rune) bool { return !idChar(r) }) < 0
 	if plausible {
 		return given
 	}
