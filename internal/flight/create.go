@@ -15,6 +15,11 @@ import (
 	"berth.dev/berth/internal/policy"
 )
 
+// MaxSchedule is how far ahead a flight may be put on sale: airlines sell
+// about a year ahead, and a date past year 9999 could not even be written
+// in an answer.
+const MaxSchedule = 2 * 366 * 24 * time.Hour
+
 // NewFlight is what an admin gives to create a flight.
 type NewFlight struct {
 	Code        string
@@ -66,6 +71,8 @@ func (nf *NewFlight) validate(now time.Time) error {
 		return fault.Invalid("to", "must differ from from")
 	case !nf.DepartureAt.After(now):
 		return fault.Invalid("departureAt", "must be in the future")
+	case nf.DepartureAt.Sub(now) > MaxSchedule:
+		return fault.Invalid("departureAt", "must be within %d days from now", MaxSchedule/(24*time.Hour))
 	case !nf.ArrivalAt.After(nf.DepartureAt):
 		return fault.Invalid("arrivalAt", "must be after departureAt")
 	case nf.ArrivalAt.Sub(nf.DepartureAt) > 24*time.Hour:

@@ -129,6 +129,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"departure in the past", apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: admin, Body: flightBody(func(m map[string]any) {
 			m["departureAt"], m["arrivalAt"] = "2026-11-20T08:00:00+07:00", "2026-11-20T10:00:00+07:00"
 		})}, 422, "validation_failed", "departureAt"},
+		{"departure past the schedule, in year 9999", apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: admin, Body: flightBody(func(m map[string]any) {
+			m["departureAt"], m["arrivalAt"] = "9999-12-31T23:59:59+07:00", "9999-12-31T23:59:59-14:00"
+		})}, 422, "validation_failed", "departureAt"},
 		{"arrival before departure", apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: admin, Body: flightBody(func(m map[string]any) { m["arrivalAt"] = "2026-12-20T07:00:00+07:00" })}, 422, "validation_failed", "arrivalAt"},
 		{"unknown airport", apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: admin, Body: flightBody(func(m map[string]any) { m["to"] = "XXX" })}, 422, "validation_failed", "from"},
 		{"same airport twice", apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: admin, Body: flightBody(func(m map[string]any) { m["to"] = "SGN" })}, 422, "validation_failed", "to"},

@@ -62,10 +62,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			return
 		}
 		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "request_id", w.Header().Get("X-Request-Id"), "err", err)
-		writeProblem(w, http.StatusInternalServerError, Problem{
-			Type: problemBase + "internal", Title: "Internal Server Error", Status: 500,
-			Detail: "internal error", Code: "internal",
-		}, nil)
+		writeProblem(w, http.StatusInternalServerError, internalProblem, nil)
 		return
 	}
 	if fe.Code == fault.Overloaded && pg.Refused(fe.Err) {
@@ -126,10 +123,24 @@ func writeProblem(w http.ResponseWriter, status int, p Problem, extra map[string
 	_ = json.NewEncoder(w).Encode(doc)
 }
 
+// internalProblem is the answer to any error berth did not expect: its
+// cause is logged, never shown.
+var internalProblem = Problem{
+	Type: problemBase + "internal", Title: "Internal Server Error", Status: 500,
+	Detail: "internal error", Code: "internal",
+}
+
+// writeJSON answers status with v as JSON. v is encoded before the status
+// is sent: a value that cannot be written (a time past year 9999) must
+// not become a 2xx with an empty body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		slog.Error("encode response", "err", err)
+		writeProblem(w, http.StatusInternalServerError, internalProblem, nil)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	if err := json.NewEncoder(w).Encode(v); err != nil {
-		slog.Debug("write response", "err", err)
-	}
+	_, _ = w.Write(append(b, '\n'))
 }
