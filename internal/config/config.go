@@ -379,14 +379,29 @@ func editDistance(a, b string) int {
 
 // ParsePrefix reads an address ("10.0.0.7", "::1") as the range of it
 // alone, or a CIDR range ("10.0.0.0/8").
+//
+// An IPv4 address written in IPv6's mapped form (::ffff:10.0.0.7, or a
+// range of them from /96 on) is read as the IPv4 one, since that is how
+// a peer's address is compared; a zone is refused.
 func ParsePrefix(s string) (netip.Prefix, error) {
+	var p netip.Prefix
 	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		return p.Masked(), err
+		var err error
+		if p, err = netip.ParsePrefix(s); err != nil {
+			return p, err
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		if a.Zone() != "" {
+			return netip.Prefix{}, fmt.Errorf("%q has a zone", s)
+		}
+		p = netip.PrefixFrom(a, a.BitLen())
 	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, err
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 	}
-	return netip.PrefixFrom(a, a.BitLen()), nil
+	return p.Masked(), nil
 }

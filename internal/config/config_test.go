@@ -162,3 +162,21 @@ func TestUnknownVariables(t *testing.T) {
 		t.Errorf("Unknown = %q, want %q", got, want)
 	}
 }
+
+// A trusted proxy is an address or a range; IPv4 in IPv6's mapped form is
+// read as IPv4, as peers' addresses are; a zone is refused.
+func TestParsePrefix(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.0.0.7": "10.0.0.7/32", "10.1.2.3/8": "10.0.0.0/8", "::1": "::1/128", "2001:db8::/32": "2001:db8::/32",
+		"::ffff:127.0.0.1": "127.0.0.1/32", "::ffff:10.0.0.0/104": "10.0.0.0/8",
+	} {
+		if p, err := ParsePrefix(in); err != nil || p.String() != want {
+			t.Errorf("ParsePrefix(%q) = %v, %v; want %s", in, p, err, want)
+		}
+	}
+	for _, in := range []string{"fe80::1%eth0", "proxy", "10.0.0.0/33", ""} {
+		if p, err := ParsePrefix(in); err == nil {
+			t.Errorf("ParsePrefix(%q) = %v, want an error", in, p)
+		}
+	}
+}

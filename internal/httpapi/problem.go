@@ -67,7 +67,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if fe.Code == fault.Overloaded && pg.Refused(fe.Err) {
 		// Not load that shedding answers: the database is away or full.
-		s.warnLimited(r, "database refused a connection", "err", fe.Err)
+		s.warnLimited(w, r, "database refused a connection", "err", fe.Err)
 	}
 	status, ok := statusOf[fe.Code]
 	if !ok {
@@ -77,8 +77,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if fe.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((fe.RetryAfter+999_999_999)/1_000_000_000)))
 	}
-	if status >= 500 {
-		s.warnLimited(r, "request refused", "code", fe.Code, "err", err)
+	// /readyz says why itself, when its state changes (noteReadiness):
+	// probes come every few seconds.
+	if status >= 500 && r.Pattern != "GET /readyz" {
+		s.warnLimited(w, r, "request refused", "code", fe.Code, "err", err)
 	}
 	writeProblem(w, status, Problem{
 		Type: problemBase + string(fe.Code), Title: http.StatusText(status), Status: status,
@@ -89,12 +91,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // warnLimited logs a refusal at most once a second for each message and
 // route, with how many like it were left out since the last line
 // (lineLimit): an overload refuses thousands a second.
-func (s *Server) warnLimited(r *http.Request, msg string, args ...any) {
+func (s *Server) warnLimited(w http.ResponseWriter, r *http.Request, msg string, args ...any) {
 	ok, left := s.refusals.allow(lineKey{msg, r.Pattern}, s.Clock.Now())
 	if !ok {
 		return
 	}
-	args = append([]any{"method", r.Method, "path", r.URL.Path}, args...)
+	args = append([]any{"method", r.Method, "path", r.URL.Path, "request_id", w.Header().Get("X-Request-Id")}, args...)
 	if left > 0 {
 		args = append(args, "left_out", left)
 	}

@@ -53,7 +53,7 @@ func (s *Server) clientAddr(r *http.Request) string {
 	}
 	for i := len(hops) - 1; i >= 0; i-- {
 		hop := strings.TrimSpace(hops[i])
-		a, err := netip.ParseAddr(hop)
+		a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(hop, "["), "]"))
 		if err != nil {
 			ap, err := netip.ParseAddrPort(hop) // some proxies add the port
 			if err != nil {
@@ -61,7 +61,9 @@ func (s *Server) clientAddr(r *http.Request) string {
 			}
 			a = ap.Addr()
 		}
-		addr = a.Unmap()
+		// One client, one key: a zone or the mapped form of an IPv4
+		// address does not make another.
+		addr = a.WithZone("").Unmap()
 		if !s.trusted(addr) {
 			break
 		}
