@@ -17,6 +17,7 @@ func seedCmd(ctx context.Context, args []string, getenv func(string) string, std
 	now := clock.System{}.Now()
 	f := seed.Defaults(now.AddDate(0, 0, 1))
 	fs := newFlags("seed")
+	warnUnknown(stderr)
 	fs.IntVar(&f.Days, "days", f.Days, "days of schedule")
 	fs.IntVar(&f.PerDay, "flights", f.PerDay, "flights per day")
 	fs.IntVar(&f.Seats, "seats", f.Seats, "seats per flight (a multiple of 6)")
@@ -39,7 +40,7 @@ func seedCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer pool.Close()
-	if _, err := pg.CheckSchema(ctx, pool); err != nil {
+	if err := checkSchema(ctx, pool, stderr); err != nil {
 		return err
 	}
 	f.Progress, c.Progress = stderr, stderr

@@ -10,6 +10,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/clock"
@@ -53,6 +55,7 @@ func runApp(ctx context.Context, name string, args []string, getenv func(string)
 
 func migrate(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := newFlags("migrate")
+	warnUnknown(stderr)
 	c, err := config.LoadSome(fs, args, getenv, "BERTH_DATABASE_URL")
 	if err != nil {
 		return err
@@ -70,12 +73,18 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	for _, a := range applied {
 		fmt.Fprintln(stderr, " ", a)
 	}
+	return checkSchema(ctx, pool, stderr)
+}
+
+// checkSchema is pg.CheckSchema for a command: an older schema is its
+// error, a newer one a warning on w.
+func checkSchema(ctx context.Context, pool *pgxpool.Pool, w io.Writer) error {
 	ahead, err := pg.CheckSchema(ctx, pool)
 	if err != nil {
 		return err
 	}
 	if ahead > 0 {
-		fmt.Fprintf(stderr, "warning: the database's schema is %d versions ahead of this berth's (%d): a newer berth migrated it\n", ahead, pg.Target())
+		fmt.Fprintf(w, "warning: the database's schema is %d versions ahead of this berth's (%d): a newer berth migrated it\n", ahead, pg.Target())
 	}
 	return nil
 }
@@ -98,4 +107,13 @@ func token(args []string, getenv func(string) string, stdout io.Writer) error {
 	}
 	fmt.Fprintln(stdout, tok)
 	return nil
+}
+
+// warnUnknown tells a command's user of each BERTH_ variable that is no
+// setting (config.Unknown), before a missing setting's error: a misspelt
+// BERTH_DATABASE_URL is otherwise only "BERTH_DATABASE_URL is required".
+func warnUnknown(w io.Writer) {
+	for _, u := range config.Unknown(os.Environ()) {
+		fmt.Fprintln(w, "warning:", u)
+	}
 }

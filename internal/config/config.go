@@ -119,7 +119,7 @@ func (r Rate) String() string {
 
 // Set parses "N/window" or "off".
 func (r *Rate) Set(s string) error {
-	if s == "off" {
+	if strings.EqualFold(s, "off") {
 		*r = Rate{}
 		return nil
 	}
@@ -131,9 +131,11 @@ func (r *Rate) Set(s string) error {
 	if err != nil || count < 1 {
 		return fmt.Errorf("%q is not a rate like 3/15m", s)
 	}
+	// A window under a millisecond counts nothing the clocks can tell
+	// apart: 5/1ns would be no limit at all.
 	window, err := time.ParseDuration(w)
-	if err != nil || window <= 0 {
-		return fmt.Errorf("%q is not a rate like 3/15m", s)
+	if err != nil || window < time.Millisecond {
+		return fmt.Errorf("%q is not a rate like 3/15m (a window of at least 1ms)", s)
 	}
 	r.N, r.Window = count, window
 	return nil
@@ -341,7 +343,9 @@ func Unknown(environ []string) []string {
 			continue
 		}
 		w := name + " is not a setting of berth and is ignored"
-		best, bestD := "", 3 // a misspelling is at most two edits away
+		// A misspelling is a few edits away: two, or one in six
+		// characters of a long name (BERTH_TRUSTED_PROXY).
+		best, bestD := "", max(2, len(name)/6)+1
 		for k := range known {
 			if d := editDistance(name, k); d < bestD || d == bestD && k < best {
 				best, bestD = k, d

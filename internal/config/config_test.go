@@ -152,11 +152,12 @@ func TestPublicURLWithGateway(t *testing.T) {
 // not.
 func TestUnknownVariables(t *testing.T) {
 	got := Unknown([]string{"BERTH_DATABSE_URL=postgres://x", "BERTH_HOLD_LIMIT=3/15m", "BERTH_TEST_DATABASE_URL=x",
-		"PATH=/bin", "BERTH_FROBNICATE=1", "BERTH_HOLDLIMIT=2/1m"})
+		"PATH=/bin", "BERTH_FROBNICATE=1", "BERTH_HOLDLIMIT=2/1m", "BERTH_TRUSTED_PROXY=10.0.0.1"})
 	want := []string{
 		"BERTH_DATABSE_URL is not a setting of berth and is ignored; did you mean BERTH_DATABASE_URL?",
 		"BERTH_FROBNICATE is not a setting of berth and is ignored",
 		"BERTH_HOLDLIMIT is not a setting of berth and is ignored; did you mean BERTH_HOLD_LIMIT?",
+		"BERTH_TRUSTED_PROXY is not a setting of berth and is ignored; did you mean BERTH_TRUSTED_PROXIES?",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Unknown = %q, want %q", got, want)

@@ -38,7 +38,7 @@ func (c *Config) settings() []setting {
 			v:    text(&c.RedisURL, optionalURL("a redis:// or rediss:// URL", "redis", "rediss"))},
 		{env: "BERTH_KAFKA_BROKERS", flag: "kafka-brokers",
 			help: "comma-separated Kafka brokers; without them events go to in-process consumers straight from the outbox",
-			v:    list(&c.KafkaBrokers, hostPort)},
+			v:    list(&c.KafkaBrokers, broker)},
 		{env: "BERTH_KAFKA_TOPIC", flag: "kafka-topic", def: "booking-events", help: "topic of the booking events",
 			v: text(&e.KafkaTopic, notEmpty)},
 		{env: "BERTH_EVENTS_IN_SERVE", flag: "events-in-serve", def: "true",
@@ -347,7 +347,6 @@ func rate(p *Rate) value {
 		flag: func(fs *flag.FlagSet, p *Rate, name, usage string) { fs.Var(p, name, usage) }}
 }
 
-// list is a comma-separated list.
 // list is a comma-separated list field; each of its entries must pass
 // rules, and an empty entry (",", "a,,b") is refused rather than dropped.
 func list(p *[]string, rules ...func(string) error) value {
@@ -382,6 +381,16 @@ func parseSwitch(v string) (bool, error) {
 }
 
 // The rules of single values; their errors leave out the setting's name.
+
+// broker accepts a Kafka broker's host:port, with a port of 1–65535.
+func broker(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	n, perr := strconv.Atoi(port)
+	if err != nil || host == "" || strings.ContainsAny(host, " \t") || perr != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q is not host:port with a port of 1–65535", s)
+	}
+	return nil
+}
 
 func hostPort(s string) error {
 	if _, _, err := net.SplitHostPort(s); err != nil {

@@ -98,7 +98,7 @@ var bad = map[string][]string{
 	"BERTH_SWEEP_INTERVAL":       {"often", "1ms", "25h"},
 	"BERTH_HOLD_LIMIT":           {"3 per 15m", "0/1m", "3/0s", "3"},
 	"BERTH_PROTECT":              {"maybe"},
-	"BERTH_REQUEST_LIMIT":        {"lots"},
+	"BERTH_REQUEST_LIMIT":        {"lots", "5/1ns"},
 	"BERTH_ADDRESS_LIMIT":        {"lots", "-1/1s"},
 	"BERTH_SHED_WAIT":            {"soon", "0s", "11s"},
 	"BERTH_READ_MAX_LAG":         {"soon", "10ms"},
@@ -108,7 +108,7 @@ var bad = map[string][]string{
 	"BERTH_HOLD_CONNS":           {"few", "0", "1001"},
 	"BERTH_HOLD_FLUSHES":         {"many", "0", "65"},
 	"BERTH_LOG_LEVEL":            {"verbose", "INFO"},
-	"BERTH_KAFKA_BROKERS":        {",", "kafka-1:9092,,kafka-2:9092", "kafka-1"},
+	"BERTH_KAFKA_BROKERS":        {",", "kafka-1:9092,,kafka-2:9092", "kafka-1", "k1:abc", ":9092", "k1:0", "k1:99999", "k 2:9092"},
 	"BERTH_TRUSTED_PROXIES":      {"proxy", "10.0.0.0/33", "10.0.0.1,,10.0.0.2"},
 	// The hook secret is needed once a hook URL is set.
 	"BERTH_HOOK_SECRET": {"plain"},

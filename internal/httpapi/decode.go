@@ -328,8 +328,9 @@ func parseTime(field, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, fault.Invalid(field, "is required")
 	}
-	// RFC 3339 lets the "T" and the "Z" be written in lower case;
-	// Go's layout does not.
+	// RFC 3339 lets the "T" and the "Z" be written in lower case, which
+	// Go's layout does not; and it has no decimal comma, which Go reads.
+	given := s
 	if len(s) > 10 && s[10] == 't' {
 		s = s[:10] + "T" + s[11:]
 	}
@@ -337,8 +338,8 @@ func parseTime(field, s string) (time.Time, error) {
 		s = s[:len(s)-1] + "Z"
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, fault.Invalid(field, "%q is not an RFC 3339 timestamp with an offset, like 2026-01-25T08:00:00+07:00", s)
+	if err != nil || strings.Contains(s, ",") {
+		return time.Time{}, fault.Invalid(field, "%q is not an RFC 3339 timestamp with an offset, like 2026-01-25T08:00:00+07:00", given)
 	}
 	return t, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -136,9 +137,12 @@ func TestParseTimeTakesLowerCaseTAndZ(t *testing.T) {
 			t.Errorf("parseTime(%q) = %v, %v; want %v", s, got, err, want)
 		}
 	}
-	for _, s := range []string{"2027-08-01x09:00:00Z", "2027-08-01t09:00:00", "2027-08-01t09:00:00y"} {
-		if _, err := parseTime("from", s); err == nil {
+	for _, s := range []string{"2027-08-01x09:00:00Z", "2027-08-01t09:00:00", "2027-08-01t09:00:00y", "2027-08-01T09:00:00,5Z", "2027-08-01T09:00:00Zz"} {
+		_, err := parseTime("from", s)
+		if err == nil {
 			t.Errorf("parseTime(%q) accepted", s)
+		} else if !strings.Contains(err.Error(), strconv.Quote(s)) {
+			t.Errorf("parseTime(%q): %v, want the value as given quoted", s, err)
 		}
 	}
 }

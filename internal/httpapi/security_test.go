@@ -128,7 +128,7 @@ func TestAddressLimitBehindTrustedProxies(t *testing.T) {
 	got := statuses(s,
 		"203.0.113.7", "203.0.113.7", "203.0.113.7", // one client: its third is over
 		"198.51.100.9, 10.1.2.3", "6.6.6.6, 198.51.100.9, 10.1.2.3", // another, through both proxies, whatever it wrote itself
-		"198.51.100.9, 10.1.2.3", // its third
+		"198.51.100.9, 10.1.2.3",                           // its third
 		"2001:db8::7", "[2001:db8::7]", "2001:db8::7%eth0", // a third: one client however it is written
 	)
 	if want := []int{200, 200, 429, 200, 200, 429, 200, 200, 429}; !equal(got, want) {

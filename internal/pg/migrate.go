@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -50,64 +53,94 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 	return applied, nil
 }
 
-// Target returns the newest migration version this binary embeds.
-func Target() int64 {
+// embedded returns the versions of the migrations this binary embeds, in
+// order.
+func embedded() []int64 {
 	names, err := fs.Glob(Migrations(), "*.sql")
 	if err != nil {
 		panic(err) // the pattern is well formed
 	}
-	var newest int64
+	out := make([]int64, 0, len(names))
 	for _, name := range names {
 		v, err := goose.NumericComponent(name)
 		if err != nil {
 			panic(fmt.Sprintf("migration %s: %v", name, err)) // TestSchemaFileIsCurrent reads them all
 		}
-		newest = max(newest, v)
+		out = append(out, v)
 	}
-	return newest
+	slices.Sort(out)
+	return out
 }
 
-// Version returns the newest migration applied to the database: 0 when it
-// has never been migrated.
-func Version(ctx context.Context, db interface {
+// Target returns the newest migration version this binary embeds.
+func Target() int64 {
+	e := embedded()
+	return e[len(e)-1]
+}
+
+// Schema is what CheckSchema reads of the database: its migration records.
+type Schema interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}) (int64, error) {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// applied returns the migrations applied to the database: none when it has
+// never been migrated.
+func applied(ctx context.Context, db Schema) (map[int64]bool, error) {
 	// Two statements: one naming a table that does not exist fails
-	// when it is planned, whatever its CASE says.
+	// when it is planned, whatever a CASE says.
 	var migrated bool
 	if err := db.QueryRow(ctx, `SELECT to_regclass('goose_db_version') IS NOT NULL`).Scan(&migrated); err != nil {
-		return 0, fmt.Errorf("read the schema's version: %w", err)
+		return nil, fmt.Errorf("read the schema's version: %w", err)
+	}
+	out := map[int64]bool{}
+	if !migrated {
+		return out, nil
+	}
+	rows, err := db.Query(ctx, `SELECT version_id FROM goose_db_version WHERE is_applied AND version_id > 0`)
+	if err != nil {
+		return nil, fmt.Errorf("read the schema's version: %w", err)
 	}
 	var v int64
-	if !migrated {
-		return 0, nil
-	}
-	err := db.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied`).Scan(&v)
+	_, err = pgx.ForEachRow(rows, []any{&v}, func() error { out[v] = true; return nil })
 	if err != nil {
-		return 0, fmt.Errorf("read the schema's version: %w", err)
+		return nil, fmt.Errorf("read the schema's version: %w", err)
 	}
-	return v, nil
+	return out, nil
 }
 
 // CheckSchema returns an error that says what to do when the database's
-// schema is older than this binary's (a process would otherwise start, pass
-// its readiness probe and answer 500 for a missing table or column), and
-// how far ahead the schema is when it is newer: an older binary runs on a
-// newer schema while a rolling upgrade replaces it, which the migrations
-// allow, so that is the caller's to log, not an error.
-func CheckSchema(ctx context.Context, db interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}) (ahead int64, err error) {
-	have, err := Version(ctx, db)
+// schema is older than this binary's, or lacks one of its migrations (a
+// process would otherwise start, pass its readiness probe and answer 500
+// for a missing table or column), and how far ahead the schema is when it
+// is newer: an older binary runs on a newer schema while a rolling upgrade
+// replaces it, which the migrations allow, so that is the caller's to log,
+// not an error.
+func CheckSchema(ctx context.Context, db Schema) (ahead int64, err error) {
+	have, err := applied(ctx, db)
 	if err != nil {
 		return 0, err
 	}
-	switch want := Target(); {
-	case have == 0:
+	if len(have) == 0 {
 		return 0, errors.New("the database has no berth schema: run `berth migrate` first (or serve with --migrate)")
-	case have < want:
-		return 0, fmt.Errorf("the database's schema is at version %d and this berth needs %d: run `berth migrate` first (or serve with --migrate)", have, want)
-	default:
-		return have - want, nil
 	}
+	var newest int64
+	for v := range have {
+		newest = max(newest, v)
+	}
+	var missing []string
+	for _, v := range embedded() {
+		if !have[v] && v < newest {
+			missing = append(missing, strconv.FormatInt(v, 10))
+		}
+	}
+	want := Target()
+	switch {
+	case len(missing) > 0:
+		return 0, fmt.Errorf("the database lacks migration %s of this berth's, below its newest (%d): its schema is not one berth made; `berth migrate` says more",
+			strings.Join(missing, ", "), newest)
+	case newest < want:
+		return 0, fmt.Errorf("the database's schema is at version %d and this berth needs %d: run `berth migrate` first (or serve with --migrate)", newest, want)
+	}
+	return newest - want, nil
 }

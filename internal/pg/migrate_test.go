@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -26,7 +27,15 @@ func TestCheckSchema(t *testing.T) {
 	if ahead, err := pg.CheckSchema(ctx, pool); err != nil || ahead != 3 {
 		t.Errorf("three versions ahead: ahead %d, %v; want 3, nil", ahead, err)
 	}
-	if _, err := pool.Exec(ctx, `DELETE FROM goose_db_version WHERE version_id >= $1`, target); err != nil {
+	// A migration below the newest forgotten (out of order) is no schema
+	// of this binary's either.
+	if _, err := pool.Exec(ctx, `DELETE FROM goose_db_version WHERE version_id = $1 - 1`, target); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pg.CheckSchema(ctx, pool); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("lacks migration %d", target-1)) {
+		t.Errorf("one migration below the newest missing: %v; want an error naming it", err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM goose_db_version WHERE version_id >= $1`, target-1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pg.CheckSchema(ctx, pool); err == nil || !strings.Contains(err.Error(), "run `berth migrate`") {
