@@ -1,7 +1,7 @@
 // Host: my cars, listing a new car, my cars' bookings, and handing cars
 // over and taking them back.
 import { api, claims } from './api.js';
-import { h, slot, field, announce } from './ui.js';
+import { h, slot, field, announce, errorBox } from './ui.js';
 import { money, titleCase } from './format.js';
 import { bookingRow, pagedBookings } from './bookings.js';
 
@@ -59,10 +59,15 @@ export async function hostPage(page) {
     bookingsBox.replaceChildren(list.count() ? list.el : h('p', {}, 'No bookings.'));
   }
 
-  // A hand-over redraws its own row: the older pages loaded stay.
+  // A hand-over redraws its own row: the older pages loaded stay. Its
+  // error is shown in a row right under it, where the person is looking
+  // (the page's alert slot sits above the table, maybe far off screen).
+  let rowError = null;
   function actions(b) {
     const move = (what) => async (e) => {
       errors.clear();
+      rowError?.remove();
+      rowError = null;
       const row = e.currentTarget.closest('tr');
       try {
         const nb = await api('POST', `/bookings/${b.bookingId}/${what}`);
@@ -71,7 +76,9 @@ export async function hostPage(page) {
         (fresh.querySelector('button') || fresh.querySelector('a')).focus();
         announce(`Booking ${nb.bookingId} is now ${titleCase(nb.status)}.`);
       } catch (err) {
-        errors.error(err);
+        rowError = h('tr', { class: 'row-error' }, h('td', { colspan: String(row.cells.length) }, errorBox(err)));
+        row.after(rowError);
+        rowError.scrollIntoView({ block: 'nearest' });
       }
     };
     if (b.status === 'CONFIRMED') return h('button', { type: 'button', dataset: { action: 'pickup', booking: String(b.bookingId) }, onclick: move('pickup') }, 'Hand over');

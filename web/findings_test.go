@@ -1,0 +1,45 @@
+package web_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/auth"
+)
+
+// inView is true when the element sel is on screen.
+func inView(sel string) string {
+	return fmt.Sprintf(`(() => { const el = document.querySelector(%q); if (!el) return false;
+  const r = el.getBoundingClientRect(); return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight; })()`, sel)
+}
+
+// A hand-over that fails on a row far down the host's bookings shows its
+// alert (with the code) where the host is looking, not above the table
+// off screen.
+func TestBrowserHostErrorNearRow(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	from := e.srv.Clock.Now().Add(time.Hour)
+	var bookings []int64
+	for i := range 24 {
+		car := e.car(5001, fmt.Sprintf("30A-%03d.50", i))
+		bookings = append(bookings, e.carBooking(5002, car, from, from.Add(24*time.Hour), false))
+	}
+	e.pay(5002, bookings[0]) // the oldest: the last row
+
+	host := e.tab("host", auth.Host, 5001)
+	host.open("/app/host", fmt.Sprintf(`[data-action="pickup"][data-booking="%d"]`, bookings[0]))
+	e.srv.Customer(5002).Cancel(t, bookings[0]) // the hand-over will be refused
+	host.click(fmt.Sprintf(`[data-action="pickup"][data-booking="%d"]`, bookings[0]))
+	host.waitVisible(`[role="alert"]`)
+	if got := host.text(`[role="alert"]`); !strings.Contains(got, "invalid_state") {
+		t.Errorf("alert %q, want invalid_state", got)
+	}
+	if !eval[bool](host, `new Promise(r => requestAnimationFrame(() => r(`+inView(`[role="alert"]`)+`)))`) {
+		t.Errorf("the alert is off screen (top %v px, window %v px high)",
+			eval[float64](host, `document.querySelector('[role="alert"]').getBoundingClientRect().top`), eval[float64](host, `innerHeight`))
+	}
+	host.check("host (hand-over refused)")
+}
