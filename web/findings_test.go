@@ -43,3 +43,44 @@ func TestBrowserHostErrorNearRow(t *testing.T) {
 	}
 	host.check("host (hand-over refused)")
 }
+
+// A signed-in user who pastes a bad token stays signed in as before: the
+// check with the server does not touch the stored token until it
+// succeeds, and neither a refusal nor a network error wipes it.
+func TestBrowserSigninKeepsSession(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	good := e.srv.Token(auth.Admin, 5102)
+	forged := good[:strings.LastIndex(good, ".")+1] + "c2lnbmVkIGJ5IG5vYm9keQ"
+
+	tb := e.tab("customer", auth.Customer, 5101)
+	tb.open("/app/signin", "textarea")
+	before := eval[string](tb, `sessionStorage.getItem('berth.token') || ''`)
+	if before == "" {
+		t.Fatal("the dev sign-in stored no token")
+	}
+	kept := func(what string) {
+		t.Helper()
+		if got := eval[string](tb, `sessionStorage.getItem('berth.token') || ''`); got != before {
+			t.Errorf("%s: the stored token changed (now %q)", what, got)
+		}
+		if got := tb.text("#who"); !strings.Contains(got, "Signed in as customer 5101") {
+			t.Errorf("%s: the header says %q", what, got)
+		}
+	}
+
+	tb.run(setValue("textarea", forged))
+	tb.click(`button[type="submit"]`)
+	tb.waitVisible(`[role="alert"]`)
+	if got := tb.text(`[role="alert"]`); !strings.Contains(got, "unauthenticated") {
+		t.Errorf("forged token: alert %q, want unauthenticated", got)
+	}
+	kept("forged token")
+
+	// The server cannot be reached while the token is checked.
+	_ = eval[bool](tb, `(window.fetch = () => Promise.reject(new TypeError('offline')), true)`)
+	tb.run(setValue("textarea", good))
+	tb.click(`button[type="submit"]`)
+	tb.waitFor("the network error", `document.querySelector('[role="alert"]')?.textContent.includes('network_error')`)
+	kept("network error")
+}

@@ -16,7 +16,11 @@ export function setToken(t) {
 // claims returns the token's role and subject (read only to label the
 // page; the server checks the token on every call), or null.
 export function claims() {
-  const t = token();
+  return claimsOf(token());
+}
+
+// claimsOf reads the claims of the token t (not necessarily the stored one).
+export function claimsOf(t) {
   const part = t.split('.')[1];
   if (!part) return null;
   try {
@@ -41,10 +45,11 @@ export class ApiError extends Error {
 
 // api calls the API and returns the decoded answer; it throws ApiError
 // (code "network_error" when the server could not be reached: the caller
-// decides whether a retry is safe).
-export async function api(method, path, { body, headers = {}, signal } = {}) {
+// decides whether a retry is safe). A bearer given (the sign-in checking a
+// pasted token) is sent instead of the stored token, which stays as it is.
+export async function api(method, path, { body, headers = {}, signal, bearer } = {}) {
   const h = { Accept: 'application/json', ...headers };
-  const t = token();
+  const t = bearer ?? token();
   if (t) h.Authorization = `Bearer ${t}`;
   if (body !== undefined) h['Content-Type'] = 'application/json';
   let res;
