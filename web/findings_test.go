@@ -84,3 +84,47 @@ func TestBrowserSigninKeepsSession(t *testing.T) {
 	tb.waitFor("the network error", `document.querySelector('[role="alert"]')?.textContent.includes('network_error')`)
 	kept("network error")
 }
+
+// A flight page left open past the departure turns departed when the user
+// next chooses a seat or presses Hold: the choice is not made, nothing is
+// held, and the page says the flight has departed.
+func TestBrowserFlightDepartsWhileOpen(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(1, 1, 0)
+	// The browser's clock is moved past the departure (the page reads it).
+	late := `(() => { const now = Date.now; Date.now = () => now() + 3 * 86400e3; return true })()`
+
+	tb := e.tab("slow", auth.Customer, 5201)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
+	tb.click(`[data-seat="3A"]`)
+	tb.waitFor("3A selected", `document.querySelector('[data-seat="3A"]').dataset.status === 'SELECTED'`)
+	_ = eval[bool](tb, late)
+	tb.click(`[data-action="hold"]`)
+	tb.waitFor("the departed notice", `!!document.querySelector('[data-departed]')`)
+	if got := tb.text(`[data-departed]`); !strings.Contains(got, "departed") {
+		t.Errorf("the page says %q, want that the flight has departed", got)
+	}
+	if eval[bool](tb, `!!document.querySelector('[data-action="hold"]')?.checkVisibility()`) {
+		t.Error("the departed flight still offers Hold")
+	}
+	if got := eval[string](tb, `location.pathname`); got != fmt.Sprintf("/app/flights/%d", id) {
+		t.Errorf("Hold went on to %s", got)
+	}
+
+	// The same when the user chooses a seat.
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
+	_ = eval[bool](tb, late)
+	tb.click(`[data-seat="3B"]`)
+	tb.waitFor("the departed notice", `!!document.querySelector('[data-departed]')`)
+	if got := eval[string](tb, `document.querySelector('[data-seat="3B"]').dataset.status`); got != "AVAILABLE" {
+		t.Errorf("a click on 3B made it %s after the departure", got)
+	}
+	if got := eval[string](tb, `document.querySelector('[data-seat="3B"]').getAttribute('aria-disabled')`); got != "true" {
+		t.Errorf("3B is aria-disabled=%q, want true", got)
+	}
+	if eval[bool](tb, `!!document.querySelector('[data-action="hold"]')?.checkVisibility()`) {
+		t.Error("the departed flight still offers Hold")
+	}
+	tb.check("flight (departed while open)")
+}

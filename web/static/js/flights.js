@@ -79,13 +79,16 @@ export async function flightPage(page, id) {
   const hasSeats = seatMap.seats.length > 0;
   // A departed flight sells nothing (its fares show sold out): the map is
   // shown, but no seat can be chosen and there is nothing to hold. The
-  // API gives no clock of its own here: the browser's decides.
-  const departed = Date.parse(f.departureAt) <= Date.now();
+  // API gives no clock of its own here: the browser's decides, at load and
+  // again on every choice, Hold and map refresh (a page left open past the
+  // departure turns departed then).
+  let departed = Date.parse(f.departureAt) <= Date.now();
   if (!hasSeats) mode = 'quantity';
 
   const map = new SeatMap({
     classNames: Object.fromEntries(f.fares.map((x) => [x.fareClass, titleCase(x.fareClass)])),
     onToggle: (no, cls) => {
+      if (checkDeparted()) return;
       if (cls !== fare) {
         fare = cls;
         map.setClass(cls);
@@ -123,6 +126,14 @@ export async function flightPage(page, id) {
   const modeSeats = h('input', { type: 'radio', name: 'mode', value: 'seats', checked: mode === 'seats', disabled: !hasSeats, onchange: () => { mode = 'seats'; showMode(); } });
   const modeQty = h('input', { type: 'radio', name: 'mode', value: 'quantity', checked: mode === 'quantity', onchange: () => { mode = 'quantity'; showMode(); } });
   const mapBox = h('div', { class: 'seatmap-wrap' });
+  const howBox = h('fieldset', { class: 'row', hidden: departed }, h('legend', {}, 'How to choose'),
+    h('label', { class: 'inline' }, modeSeats, 'Pick seats on the map'),
+    h('label', { class: 'inline' }, modeQty, 'Any seats: a number of seats'));
+  const holdBox = h('div', { class: 'card', hidden: departed }, chosen, holdBtn);
+  const keysHint = departed ? null : h('p', { class: 'muted' }, 'Use the arrow keys to move between seats and Space to choose one.');
+  const departedNote = () => h('p', { class: 'notice', role: 'status', dataset: { departed: '' } }, 'This flight has departed: its seats can no longer be held.');
+  const departedSlot = slot();
+  if (departed) departedSlot.show(departedNote());
   const qtyBox = h('div', {}, field('Number of seats (assigned later)', qty));
 
   function price() {
@@ -144,8 +155,31 @@ export async function flightPage(page, id) {
     summary();
   }
 
+  // checkDeparted switches the page to its departed state once the
+  // departure has passed, and reports whether it has.
+  function checkDeparted() {
+    if (departed) return true;
+    if (Date.parse(f.departureAt) > Date.now()) return false;
+    departed = true;
+    map.readOnly = true;
+    map.selected.clear();
+    map.restyle();
+    fares.disabled = true;
+    howBox.hidden = true;
+    holdBox.hidden = true;
+    keysHint?.remove();
+    departedSlot.show(departedNote());
+    showMode();
+    announce('This flight has departed: its seats can no longer be held.');
+    return true;
+  }
+
   async function hold(extraHeaders = {}) {
     errors.clear();
+    if (checkDeparted()) {
+      waiting.clear();
+      return;
+    }
     if (!claims()) {
       errors.show(h('div', { class: 'alert', role: 'alert' }, 'Sign in to hold seats. ', h('a', { href: '/app/signin' }, 'Sign in'), ' · Code: ', h('code', {}, 'unauthenticated')));
       return;
@@ -262,13 +296,11 @@ export async function flightPage(page, id) {
     h('p', {}, h('a', { href: `/app/?from=${f.from}&to=${f.to}` }, `← Flights ${f.from} → ${f.to}`)),
     h('h1', {}, `${f.code} ${o?.city || f.from} → ${d?.city || f.to}`),
     h('p', {}, 'Departs ', when(f.departureAt, o), h('br'), 'Arrives ', when(f.arrivalAt, d)),
-    departed ? h('p', { class: 'notice', role: 'status', dataset: { departed: '' } }, 'This flight has departed: its seats can no longer be held.') : '',
+    departedSlot.el,
     fares,
-    h('fieldset', { class: 'row', hidden: departed }, h('legend', {}, 'How to choose'),
-      h('label', { class: 'inline' }, modeSeats, 'Pick seats on the map'),
-      h('label', { class: 'inline' }, modeQty, 'Any seats: a number of seats')),
+    howBox,
     mapBox, qtyBox,
-    h('div', { class: 'card', hidden: departed }, chosen, holdBtn), waiting.el, errors.el,
+    holdBox, waiting.el, errors.el,
   );
   mapBox.append(h('h2', {}, 'Seat map'),
     h('ul', { class: 'legend', 'aria-label': 'Legend' },
@@ -276,10 +308,11 @@ export async function flightPage(page, id) {
       h('li', {}, h('span', { class: 'swatch sw-SELECTED', 'aria-hidden': 'true' }), 'Selected'),
       h('li', {}, h('span', { class: 'swatch sw-HELD', 'aria-hidden': 'true' }), 'Held'),
       h('li', {}, h('span', { class: 'swatch sw-SOLD', 'aria-hidden': 'true' }), 'Sold')),
-    departed ? '' : h('p', { class: 'muted' }, 'Use the arrow keys to move between seats and Space to choose one.'));
+    keysHint || '');
   if (hasSeats) mapBox.append(map.build(seatMap.seats));
   map.setClass(fare);
   showMode();
   // The map refreshes while it is open, so seats others take turn HELD.
-  every(page, 3000, () => refresh().catch(() => {}));
+  // Each refresh also checks the departure.
+  every(page, 3000, () => (checkDeparted() ? Promise.resolve() : refresh().catch(() => {})));
 }
