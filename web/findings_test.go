@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
 	"berth.dev/berth/internal/auth"
 )
 
@@ -127,4 +130,83 @@ func TestBrowserFlightDepartsWhileOpen(t *testing.T) {
 		t.Error("the departed flight still offers Hold")
 	}
 	tb.check("flight (departed while open)")
+}
+
+// focused says what has the focus: its data-action, its data-* hook, or
+// its tag.
+const focused = `(() => { const a = document.activeElement; if (!a || a === document.body) return 'body';
+  if (a.dataset.action) return a.dataset.action; if ('listEnd' in a.dataset) return 'list-end';
+  if (a.dataset.waitlistStatus) return 'waitlist-' + a.dataset.waitlistStatus; return a.tagName.toLowerCase(); })()`
+
+// "Older bookings" that finds none moves the focus to the notice that
+// says so, and announces it.
+func TestBrowserOlderBookingsNoneFocus(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	from := e.srv.Clock.Now().Add(time.Hour)
+	for i := range 50 {
+		car := e.car(5301, fmt.Sprintf("30A-%03d.53", i))
+		e.carBooking(5302, car, from, from.Add(24*time.Hour), false)
+	}
+	tb := e.tab("customer", auth.Customer, 5302)
+	tb.open("/app/bookings", `[data-action="older-bookings"]`)
+	tb.click(`[data-action="older-bookings"]`)
+	tb.waitFor("the control gone", `!document.querySelector('[data-action="older-bookings"]').checkVisibility()`)
+	tb.waitFor("the announcement", `document.getElementById('announce').textContent.includes('No older bookings')`)
+	if got := eval[string](tb, focused); got != "list-end" {
+		t.Errorf("after an empty older page the focus is on %q, want the list's end notice", got)
+	}
+	if got := eval[string](tb, `document.activeElement.textContent`); !strings.Contains(got, "No older bookings") {
+		t.Errorf("the focused notice says %q", got)
+	}
+	tb.check("my bookings (no older ones)")
+}
+
+// The cancel question gives the focus back to "Cancel booking" when it is
+// answered "Keep it", and Escape closes it the same way.
+func TestBrowserCancelDialogFocus(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	car := e.car(5401, "30A-544.54")
+	from := e.srv.Clock.Now().Add(48 * time.Hour)
+	id := e.carBooking(5402, car, from, from.Add(24*time.Hour), true)
+
+	tb := e.tab("customer", auth.Customer, 5402)
+	tb.open(fmt.Sprintf("/app/bookings/%d", id), `[data-action="cancel"]`)
+	tb.click(`[data-action="cancel"]`)
+	tb.waitVisible(`[role="dialog"]`)
+	tb.click(`[data-action="keep-booking"]`)
+	tb.waitFor("the question closed", `!document.querySelector('[role="dialog"]')`)
+	if got := eval[string](tb, focused); got != "cancel" {
+		t.Errorf("after Keep it the focus is on %q, want the Cancel booking button", got)
+	}
+
+	tb.click(`[data-action="cancel"]`)
+	tb.waitVisible(`[role="dialog"]`)
+	tb.run(chromedp.KeyEvent(kb.Escape))
+	tb.waitFor("Escape closing the question", `!document.querySelector('[role="dialog"]')`)
+	if got := eval[string](tb, focused); got != "cancel" {
+		t.Errorf("after Escape the focus is on %q, want the Cancel booking button", got)
+	}
+	tb.waitStatus("CONFIRMED")
+}
+
+// After "Join the waitlist" the focus is on what joining did.
+func TestBrowserJoinWaitlistFocus(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 1, 0)
+	e.srv.Customer(5501).HoldQuantity(t, id, "ECONOMY", 6)
+
+	fan := e.tab("fan", auth.Customer, 5502)
+	fan.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
+	fan.click(`input[name="fare"][value="ECONOMY"]`)
+	fan.click(`[data-seat="3A"]`)
+	fan.waitFor("3A selected", `document.querySelector('[data-seat="3A"]').dataset.status === 'SELECTED'`)
+	fan.click(`[data-action="hold"]`)
+	fan.click(`[data-action="join-waitlist"]`)
+	fan.waitFor("the place in line", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'WAITING'`)
+	if got := eval[string](fan, focused); got != "waitlist-WAITING" {
+		t.Errorf("after joining the focus is on %q, want the place in line", got)
+	}
 }

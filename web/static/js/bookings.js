@@ -118,8 +118,16 @@ export async function pagedBookings(path, params, extra) {
     count += rows.length;
     if (r.bookings.length) last = String(r.bookings[r.bookings.length - 1].bookingId);
     more.hidden = r.bookings.length < BOOKINGS_PAGE;
-    // A keyboard user who asked for more goes on from the first new one.
+    // A keyboard user who asked for more goes on from the first new one;
+    // when there were none, the button goes and the focus moves to the
+    // notice that says so, in its place (not to the page's body).
     if (p.has('before') && rows.length) rows[0].querySelector('a').focus();
+    else if (p.has('before')) {
+      const end = h('p', { class: 'muted', tabindex: '-1', dataset: { listEnd: '' } }, 'No older bookings.');
+      more.after(end);
+      end.focus();
+      announce('No older bookings.');
+    }
   }
   await load();
   return { el, count: () => count };
@@ -260,8 +268,17 @@ export async function bookingPage(page, id) {
     // The refund goes to the customer: a host or an admin cancelling is
     // told what the customer gets back.
     const own = me?.role === 'customer' && String(b.customerId) === me.sub;
-    const keep = h('button', { type: 'button', class: 'secondary', dataset: { action: 'keep-booking' }, onclick: () => quote.clear() }, 'Keep it');
-    quote.show(h('div', { class: 'card', role: 'dialog', 'aria-labelledby': 'cq', dataset: { refundQuote: String(q.refundAmount) } },
+    // Keeping the booking (the button, or Escape) closes the question and
+    // gives the focus back to the button that asked it.
+    const close = () => {
+      quote.clear();
+      body.querySelector('[data-action="cancel"]')?.focus();
+    };
+    const keep = h('button', { type: 'button', class: 'secondary', dataset: { action: 'keep-booking' }, onclick: close }, 'Keep it');
+    quote.show(h('div', {
+      class: 'card', role: 'dialog', 'aria-labelledby': 'cq', dataset: { refundQuote: String(q.refundAmount) },
+      onkeydown: (e) => { if (e.key === 'Escape') { e.preventDefault(); close(); } },
+    },
       h('h2', { id: 'cq' }, 'Cancel this booking?'),
       h('p', {}, own ? 'If you cancel now, you get back ' : 'If you cancel now, the customer gets back ', h('strong', {}, money(q.refundAmount, q.currency)), ` of ${money(q.amount, q.currency)} (${why}).`),
       h('div', { class: 'row' },

@@ -215,13 +215,19 @@ export async function flightPage(page, id) {
           page.navigate(`/app/bookings/${e.bookingId}`);
           return;
         }
-        waiting.show(h('div', { class: 'notice', role: 'status', dataset: { waitlistStatus: e.status } },
+        // The button is gone: the focus goes to what it did.
+        const result = h('div', { class: 'notice', role: 'status', tabindex: '-1', dataset: { waitlistStatus: e.status } },
           `You are number ${e.position} in line for ${quantity} ${titleCase(fareClass)} seat(s). `,
-          'When seats come free they are held for you and shown under ', h('a', { href: '/app/bookings' }, 'My bookings'), '.'));
+          'When seats come free they are held for you and shown under ', h('a', { href: '/app/bookings' }, 'My bookings'), '.');
+        waiting.show(result);
+        result.focus();
         announce(`On the waitlist: number ${e.position} in line.`);
       } catch (err) {
         waiting.clear();
         errors.error(err);
+        const alert = errors.el.querySelector('[role="alert"]');
+        alert.tabIndex = -1;
+        alert.focus();
       }
     };
     waiting.show(h('div', { class: 'notice' }, `${titleCase(fareClass)} is sold out for ${quantity} seat(s). `,
