@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -208,5 +209,42 @@ func TestBrowserJoinWaitlistFocus(t *testing.T) {
 	fan.waitFor("the place in line", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'WAITING'`)
 	if got := eval[string](fan, focused); got != "waitlist-WAITING" {
 		t.Errorf("after joining the focus is on %q, want the place in line", got)
+	}
+}
+
+// The waiting room waits as long as a rate_limited answer's Retry-After
+// says before it asks again, not a second.
+func TestBrowserWaitingRoomRetryAfter(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 5, 0)
+	e.srv.Admin().SetWaitingRoom(t, id, true, 1)
+	if _, p := e.srv.Customer(5602).TryHoldQuantity(t, id, "ECONOMY", 1); !p.Is(http.StatusTooManyRequests, "waiting_room") {
+		t.Fatalf("first hold: %v, want 429 waiting_room", p)
+	}
+	tb := e.tab("queued", auth.Customer, 5601)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="6F"]`)
+	// Every question to the waiting room is answered 429 rate_limited,
+	// Retry-After: 3, and its time noted.
+	_ = eval[bool](tb, `(() => { const real = window.fetch; window.__polls = [];
+  window.fetch = (url, opts) => {
+    if (!String(url).includes('/waiting-room/')) return real(url, opts);
+    window.__polls.push(Date.now());
+    return Promise.resolve(new Response(JSON.stringify({ code: 'rate_limited', status: 429, title: 'Too Many Requests' }),
+      { status: 429, headers: { 'Content-Type': 'application/problem+json', 'Retry-After': '3' } }));
+  };
+  return true; })()`)
+	tb.click(`[data-seat="6F"]`)
+	tb.click(`[data-action="hold"]`)
+	tb.waitFor("the waiting room", `!!document.querySelector('[data-waiting-room]')`)
+	time.Sleep(5 * time.Second)
+	polls := eval[[]float64](tb, `window.__polls`)
+	if len(polls) < 2 {
+		t.Fatalf("the waiting room was asked %d times in 5 s, want at least 2", len(polls))
+	}
+	for i := 1; i < len(polls); i++ {
+		if gap := polls[i] - polls[i-1]; gap < 2900 {
+			t.Errorf("asked again %.0f ms after a rate_limited answer with Retry-After: 3", gap)
+		}
 	}
 }

@@ -256,12 +256,18 @@ export async function flightPage(page, id) {
     announce(position > 0 ? `Waiting room: number ${position} in line.` : 'Waiting room: you are next.');
     holdBtn.disabled = true;
     const start = { t: Date.now(), p: position };
+    // The room is asked every second, or after the Retry-After of a
+    // rate_limited or overloaded answer (asking sooner would only be
+    // refused again, and adds to the load that refused it).
+    let wait = 1000;
     while (!page.left) {
-      await new Promise((r) => setTimeout(r, 1000));
+      await new Promise((r) => setTimeout(r, wait));
+      wait = 1000;
       let st;
       try {
         st = await api('GET', `/waiting-room/${encodeURIComponent(ticket)}`);
       } catch (err) {
+        if ((err.code === 'rate_limited' || err.code === 'overloaded') && err.retryAfter > 0) wait = Math.max(wait, err.retryAfter * 1000);
         if (err.code === 'not_found') { // the ticket expired: queue again
           waiting.clear();
           return hold();
