@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -131,12 +130,8 @@ func TestBrowserSeatRace(t *testing.T) {
 func TestBrowserWaitingRoom(t *testing.T) {
 	t.Parallel()
 	e := start(t)
-	id := e.flight(3, 5, 0)
-	e.srv.Admin().SetWaitingRoom(t, id, true, 1)
 	// Someone queued first: the browser is second in line.
-	if _, p := e.srv.Customer(2201).TryHoldQuantity(t, id, "ECONOMY", 1); !p.Is(http.StatusTooManyRequests, "waiting_room") {
-		t.Fatalf("first hold: %v, want 429 waiting_room", p)
-	}
+	id := e.queuedFlight(2201)
 	tb := e.tab("queued", auth.Customer, 2202)
 	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="6F"]`)
 	tb.run(markPage())

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -217,11 +216,7 @@ func TestBrowserJoinWaitlistFocus(t *testing.T) {
 func TestBrowserWaitingRoomRetryAfter(t *testing.T) {
 	t.Parallel()
 	e := start(t)
-	id := e.flight(3, 5, 0)
-	e.srv.Admin().SetWaitingRoom(t, id, true, 1)
-	if _, p := e.srv.Customer(5602).TryHoldQuantity(t, id, "ECONOMY", 1); !p.Is(http.StatusTooManyRequests, "waiting_room") {
-		t.Fatalf("first hold: %v, want 429 waiting_room", p)
-	}
+	id := e.queuedFlight(5602)
 	tb := e.tab("queued", auth.Customer, 5601)
 	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="6F"]`)
 	// Every question to the waiting room is answered 429 rate_limited,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -335,6 +336,19 @@ func (tb *tab) docShot(name string, sel ...string) {
 	if dir := os.Getenv("BERTH_SCREENSHOTS"); dir != "" {
 		tb.screenshot(dir, name, sel...)
 	}
+}
+
+// queuedFlight creates a flight (as flight(3, 5, 0)) whose waiting room
+// lets one customer in a second, and queues customer first in it: whoever
+// comes next waits behind.
+func (e *env) queuedFlight(first int64) int64 {
+	e.t.Helper()
+	id := e.flight(3, 5, 0)
+	e.srv.Admin().SetWaitingRoom(e.t, id, true, 1)
+	if _, p := e.srv.Customer(first).TryHoldQuantity(e.t, id, "ECONOMY", 1); !p.Is(http.StatusTooManyRequests, "waiting_room") {
+		e.t.Fatalf("first hold: %v, want 429 waiting_room", p)
+	}
+	return id
 }
 
 // flight creates a flight from SGN to HAN departing in days, with rows of

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -232,19 +231,11 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 		ready[name] = check
 	}
 	a.Keys = idempotency.New(arch, pool)
-	var proxies []netip.Prefix
-	for _, p := range cfg.TrustedProxies {
-		px, err := config.ParsePrefix(p)
-		if err != nil {
-			return nil, fmt.Errorf("BERTH_TRUSTED_PROXIES: %w", err) // Validate has refused it already
-		}
-		proxies = append(proxies, px)
-	}
 	a.API = httpapi.New(httpapi.Deps{
 		Log: o.Log, Clock: o.Clock, Pool: pool, Flights: a.Flights, Cars: cars, Lifecycle: a.Life, Keys: a.Keys,
 		HoldExtension: cfg.HoldExtension, AuthSecret: []byte(cfg.AuthSecret), Registry: o.Registry, Guard: a.Guard, Ready: ready,
 		Payments: a.Payments, PaySim: a.paySimHandler(),
-		Consumers: a.Events.Consumers(), Dev: o.Dev, TrustedProxies: proxies,
+		Consumers: a.Events.Consumers(), Dev: o.Dev, TrustedProxies: cfg.TrustedProxies,
 		Audit: audit.Options{SweepInterval: cfg.SweepInterval, EventRetention: cfg.Events.Retention},
 	})
 	return a, nil

@@ -139,7 +139,8 @@ const (
 
 // cancellation decides what cancelling b at now by caller does: HELD →
 // nothing to refund; CONFIRMED → by the booking's rule, or in full when the
-// host or an admin cancels someone else's booking. Returns fault.InvalidState for any other status.
+// host or an admin cancels someone else's booking. Returns
+// fault.InvalidState for any other status.
 func cancellation(b *Booking, caller auth.Caller, now time.Time) (Cancellation, error) {
 	c := Cancellation{Booking: b, Reason: ByCustomer, At: now}
 	// The role decides: a customer token is the customer even when its

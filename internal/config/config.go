@@ -81,7 +81,7 @@ type Config struct {
 	AddressLimit Rate
 	// TrustedProxies are the addresses or CIDR ranges of the proxies in
 	// front of berth, whose X-Forwarded-For names the client.
-	TrustedProxies []string
+	TrustedProxies []netip.Prefix
 	// ShedWait is how long a request may wait for a database connection or
 	// a slot of its route's concurrency limit before it is answered 503
 	// overloaded instead of queueing.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -141,7 +142,7 @@ func (c *Config) settings() []setting {
 			v:    rate(&c.AddressLimit)},
 		{env: "BERTH_TRUSTED_PROXIES", flag: "trusted-proxies",
 			help: "comma-separated addresses or CIDR ranges of the proxies in front of berth: from these, the client's address is taken from `X-Forwarded-For` for the address and request limits",
-			v:    list(&c.TrustedProxies, cidr)},
+			v:    prefixes(&c.TrustedProxies)},
 		{env: "BERTH_SHED_WAIT", flag: "shed-wait", def: "150ms",
 			help: "longest wait for a database connection or a route's concurrency slot before 503 `overloaded` (1ms–10s)",
 			v:    duration(&c.ShedWait, "10m", within("1ms", "10s"))},
@@ -347,6 +348,33 @@ func rate(p *Rate) value {
 		flag: func(fs *flag.FlagSet, p *Rate, name, usage string) { fs.Var(p, name, usage) }}
 }
 
+// prefixes is a comma-separated list of addresses or CIDR ranges
+// (ParsePrefix), read once here.
+func prefixes(p *[]netip.Prefix) value {
+	parse := func(s string) ([]netip.Prefix, error) {
+		var out []netip.Prefix
+		for _, x := range splitList(s) {
+			px, err := ParsePrefix(x)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, px)
+		}
+		return out, nil
+	}
+	return typed[[]netip.Prefix]{p: p, parse: parse, want: "a list of addresses or CIDR ranges",
+		flag: func(fs *flag.FlagSet, p *[]netip.Prefix, name, usage string) {
+			fs.Func(name, usage, func(s string) error {
+				v, err := parse(s)
+				if err != nil {
+					return fmt.Errorf("%q is not a list of addresses or CIDR ranges", s)
+				}
+				*p = v
+				return nil
+			})
+		}}
+}
+
 // list is a comma-separated list field; each of its entries must pass
 // rules, and an empty entry (",", "a,,b") is refused rather than dropped.
 func list(p *[]string, rules ...func(string) error) value {
@@ -395,14 +423,6 @@ func broker(s string) error {
 func hostPort(s string) error {
 	if _, _, err := net.SplitHostPort(s); err != nil {
 		return fmt.Errorf("%q is not host:port", s)
-	}
-	return nil
-}
-
-// cidr accepts an address or a CIDR range.
-func cidr(s string) error {
-	if _, err := ParsePrefix(s); err != nil {
-		return fmt.Errorf("%q is not an address or a CIDR range", s)
 	}
 	return nil
 }

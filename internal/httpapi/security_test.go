@@ -111,7 +111,13 @@ func TestAddressLimitBehindTrustedProxies(t *testing.T) {
 	start := func(proxies ...string) *apptest.Server {
 		return apptest.Start(t, apptest.Options{Config: func(c *config.Config) {
 			c.AddressLimit = config.Rate{N: 2, Window: time.Minute}
-			c.TrustedProxies = proxies
+			for _, p := range proxies {
+				px, err := config.ParsePrefix(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.TrustedProxies = append(c.TrustedProxies, px)
+			}
 		}})
 	}
 	statuses := func(s *apptest.Server, xff ...string) []int {

@@ -6,6 +6,7 @@ package httpapi
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -349,7 +351,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ auth.Caller) e
 
 // requestID is the id a request is answered (X-Request-Id) and logged
 // under: the caller's own when it looks like one (a proxy's or a client's,
-// so that their logs and berth's meet), else a new random one.
+// so that their logs and berth's meet), else a new one: this process's
+// random prefix and a counter, 16 hex digits, with no system call on the
+// request's path.
 func requestID(given string) string {
 	idChar := func(r rune) bool {
 		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("-_.:", r)
@@ -359,6 +363,18 @@ func requestID(given string) string {
 		return given
 	}
 	var b [8]byte
-	_, _ = rand.Read(b[:])
+	binary.BigEndian.PutUint32(b[:4], requestIDPrefix)
+	binary.BigEndian.PutUint32(b[4:], requestIDs.Add(1))
 	return hex.EncodeToString(b[:])
 }
+
+// requestIDPrefix and requestIDs make the ids requestID makes: distinct
+// within a process for 2³² requests, and between processes but by chance.
+var (
+	requestIDPrefix = func() uint32 {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		return binary.BigEndian.Uint32(b[:])
+	}()
+	requestIDs atomic.Uint32
+)

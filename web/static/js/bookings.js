@@ -2,7 +2,7 @@
 // the gateway's checkout, its events in order, hand-overs for hosts, and
 // cancelling with the refund shown before it is confirmed.
 import { api, airports, cities, send, claims } from './api.js';
-import { h, slot, announce, every } from './ui.js';
+import { h, slot, announce, every, moreButton, whileBusy } from './ui.js';
 import { money, dateTime, zoneLabel, countdown, titleCase } from './format.js';
 import { when } from './flights.js';
 
@@ -93,7 +93,7 @@ const BOOKINGS_PAGE = 50;
 export async function pagedBookings(path, params, extra) {
   const errors = slot();
   const el = h('div');
-  const more = h('button', { type: 'button', class: 'secondary', hidden: true, dataset: { action: 'older-bookings' }, onclick: () => load().catch((err) => errors.error(err)) }, 'Older bookings');
+  const more = moreButton('Older bookings', 'older-bookings', () => load().catch((err) => errors.error(err)));
   let table = null;
   let last = '';
   let count = 0;
@@ -102,13 +102,7 @@ export async function pagedBookings(path, params, extra) {
     const p = new URLSearchParams(params);
     p.set('limit', String(BOOKINGS_PAGE));
     if (last) p.set('before', last);
-    more.disabled = true;
-    let r;
-    try {
-      r = await api('GET', `${path}?${p}`);
-    } finally {
-      more.disabled = false;
-    }
+    const r = await whileBusy(more, () => api('GET', `${path}?${p}`));
     const rows = r.bookings.map((b) => bookingRow(b, extra));
     if (!table) {
       table = bookingTable([], extra);

@@ -2,7 +2,7 @@
 // its busy ranges (turnaround included), and booking it with one
 // Idempotency-Key per attempt, retried safely when the network fails.
 import { api, cities, send, claims } from './api.js';
-import { h, slot, field } from './ui.js';
+import { h, slot, field, moreButton, whileBusy } from './ui.js';
 import { money, dateTime, zoneLabel, zonedISO, wallClock } from './format.js';
 
 const DAY = 86400000;
@@ -85,20 +85,17 @@ export async function carsPage(page) {
   const found = h('ul', { class: 'plain' });
   // The API pages the cars: nextAfter, while there may be more, is where
   // the next page starts.
-  const more = h('button', { type: 'button', class: 'secondary', hidden: true, dataset: { action: 'more-cars' }, onclick: () => load() }, 'Show more cars');
+  const more = moreButton('Show more cars', 'more-cars', () => load());
   let after = '';
   async function load() {
     errors.clear();
-    more.disabled = true;
+    if (after) p.set('after', after);
     let r;
     try {
-      if (after) p.set('after', after);
-      r = await api('GET', `/cars?${p}`);
+      r = await whileBusy(more, () => api('GET', `/cars?${p}`));
     } catch (err) {
       errors.error(err);
       return;
-    } finally {
-      more.disabled = false;
     }
     if (page.left) return;
     const first = !found.isConnected;

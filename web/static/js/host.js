@@ -1,7 +1,7 @@
 // Host: my cars, listing a new car, my cars' bookings, and handing cars
 // over and taking them back.
 import { api, claims } from './api.js';
-import { h, slot, field, announce, errorBox } from './ui.js';
+import { h, slot, field, announce, errorBox, moreButton, whileBusy } from './ui.js';
 import { money, titleCase } from './format.js';
 import { bookingRow, pagedBookings } from './bookings.js';
 
@@ -24,18 +24,12 @@ export async function hostPage(page) {
 
   // The API pages the host's cars like a search (nextAfter): "More cars"
   // appends the next page while there may be one.
-  const moreCars = h('button', { type: 'button', class: 'secondary', hidden: true, dataset: { action: 'more-cars' }, onclick: () => loadCars(true).catch((err) => errors.error(err)) }, 'More cars');
+  const moreCars = moreButton('More cars', 'more-cars', () => loadCars(true).catch((err) => errors.error(err)));
   let carsAfter = '';
   async function loadCars(next = false) {
     const p = new URLSearchParams({ limit: String(CARS_PAGE) });
     if (next && carsAfter) p.set('after', carsAfter);
-    moreCars.disabled = true;
-    let r;
-    try {
-      r = await api('GET', `/host/cars?${p}`);
-    } finally {
-      moreCars.disabled = false;
-    }
+    const r = await whileBusy(moreCars, () => api('GET', `/host/cars?${p}`));
     const rows = r.cars.map((c) => h('tr', { dataset: { car: String(c.id) } },
       h('td', {}, h('a', { href: `/app/cars/${c.id}` }, c.model)), h('td', {}, c.plate), h('td', { class: 'hide-narrow' }, c.city),
       h('td', { class: 'num' }, money(c.dailyPrice, c.currency))));

@@ -97,3 +97,20 @@ export function every(page, ms, f) {
 export function field(label, input) {
   return h('label', {}, label, input);
 }
+
+// moreButton is a list's "more" control (data-action action), hidden until
+// the list says there may be more.
+export function moreButton(label, action, onclick) {
+  return h('button', { type: 'button', class: 'secondary', hidden: true, dataset: { action }, onclick }, label);
+}
+
+// whileBusy runs work with button disabled: a second click while it runs
+// asks for nothing twice.
+export async function whileBusy(button, work) {
+  button.disabled = true;
+  try {
+    return await work();
+  } finally {
+    button.disabled = false;
+  }
+}
