@@ -243,3 +243,92 @@ func TestBrowserWaitingRoomRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// A car booking's row, in the host's list and in the customer's, says
+// when the car is booked, not only its number.
+func TestBrowserCarBookingRowSaysThePeriod(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	// Noon UTC: the same calendar day in every zone a browser may be in.
+	day := e.srv.Clock.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 10)
+	from, to := day.Add(12*time.Hour), day.AddDate(0, 0, 3).Add(12*time.Hour)
+	car := e.car(5301, "30A-530.01")
+	id := e.carBooking(5302, car, from, to, false)
+	row := fmt.Sprintf(`document.querySelector('a[href="/app/bookings/%d"]').closest('tr').textContent`, id)
+	for _, c := range []struct {
+		name, role string
+		sub        int64
+		path       string
+	}{{"host", auth.Host, 5301, "/app/host"}, {"customer", auth.Customer, 5302, "/app/bookings"}} {
+		tb := e.tab(c.name, c.role, c.sub)
+		tb.open(c.path, fmt.Sprintf(`a[href="/app/bookings/%d"]`, id))
+		text := eval[string](tb, row)
+		for _, want := range []string{from.Format("2 Jan"), to.Format("2 Jan")} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s: row %q does not say %q", c.name, text, want)
+			}
+		}
+		tb.check(c.name + " (car booking row)")
+	}
+}
+
+// Sold seats differ from available ones by lightness, not by hue alone:
+// a contrast of at least 3:1 between their fills (WCAG's for graphics),
+// for every fare class's colour.
+func TestBrowserSoldSeatsStandOut(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 2, 0)
+	for _, s := range []struct{ class, seat string }{{"BUSINESS", "1A"}, {"ECONOMY", "3A"}} {
+		e.pay(5402, e.srv.Customer(5402).HoldSeats(t, id, s.class, s.seat).BookingID)
+	}
+	tb := e.tab("customer", auth.Customer, 5401)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"][data-status="SOLD"]`)
+	contrast := func(a, b string) float64 {
+		return eval[float64](tb, fmt.Sprintf(`(() => {
+  const lum = (sel) => {
+    const [r, g, b] = getComputedStyle(document.querySelector(sel + ' rect')).fill.match(/\d+/g).map(Number)
+      .map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const [x, y] = [lum(%q), lum(%q)].sort((p, q) => q - p);
+  return (x + 0.05) / (y + 0.05);
+})()`, a, b))
+	}
+	for _, pair := range [][2]string{{"1A", "1B"}, {"3A", "3B"}} {
+		if got := contrast(fmt.Sprintf(`[data-seat="%s"]`, pair[0]), fmt.Sprintf(`[data-seat="%s"]`, pair[1])); got < 3 {
+			t.Errorf("sold %s against available %s: contrast %.2f:1, want at least 3:1", pair[0], pair[1], got)
+		}
+	}
+	tb.check("flight (sold seats)")
+}
+
+// A deep link to a flight or a car that is not there gets a heading with
+// its alert, and a failure in the page itself (not an answer of the API)
+// says so instead of showing "Code: error".
+func TestBrowserFailedPageHasAHeading(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	tb := e.tab("customer", auth.Customer, 5501)
+	for _, path := range []string{"/app/flights/987654321", "/app/cars/987654321"} {
+		tb.open(path, `[role="alert"]`)
+		if got := tb.text("h1"); got != "Not found" {
+			t.Errorf("%s: heading %q, want Not found", path, got)
+		}
+		if got := tb.text(`[role="alert"]`); !strings.Contains(got, "not_found") {
+			t.Errorf("%s: alert %q, want not_found", path, got)
+		}
+	}
+	tb.check("car (not found)")
+
+	// The API's answer is not JSON: the page fails in itself.
+	eval[bool](tb, `window.fetch = () => Promise.resolve(new Response('<html>', {status: 200, headers: {'Content-Type': 'application/json'}})); true`)
+	eval[bool](tb, `history.pushState(null, '', '/app/cars/1'); dispatchEvent(new PopStateEvent('popstate')); true`)
+	tb.waitVisible(`[role="alert"]`)
+	if got := tb.text(`[role="alert"]`); strings.Contains(got, "Code") || !strings.Contains(got, "went wrong in this page") {
+		t.Errorf("alert %q, want the page's own failure without a code", got)
+	}
+	if got := tb.text("h1"); got != "Something went wrong" {
+		t.Errorf("heading %q, want Something went wrong", got)
+	}
+}

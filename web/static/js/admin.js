@@ -4,6 +4,10 @@ import { api, airports, claims } from './api.js';
 import { h, slot, every, field } from './ui.js';
 import { dateTime, titleCase } from './format.js';
 
+// MAX_OVERBOOK is the largest overbook limit the API takes (as a fare
+// class's capacity).
+const MAX_OVERBOOK = 1000;
+
 export async function adminPage(page) {
   page.title('Admin');
   page.main.append(h('h1', {}, 'Operations'));
@@ -61,7 +65,7 @@ export async function adminPage(page) {
       for (const fa of nf.fares) {
         let row = counters.querySelector(`[data-fare="${fa.fareClass}"]`);
         if (!row) {
-          const limit = h('input', { type: 'number', min: 0, value: fa.overbookLimit, 'aria-label': `Overbook limit of ${titleCase(fa.fareClass)}` });
+          const limit = h('input', { type: 'number', min: 0, max: MAX_OVERBOOK, value: fa.overbookLimit, 'aria-label': `Overbook limit of ${titleCase(fa.fareClass)}` });
           fareInputs.set(fa.fareClass, limit);
           row = h('tr', { dataset: { fare: fa.fareClass } },
             h('th', { scope: 'row' }, h('span', { class: `swatch sw-${fa.fareClass}`, 'aria-hidden': 'true' }), titleCase(fa.fareClass)),

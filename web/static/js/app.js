@@ -51,7 +51,14 @@ function render() {
     const m = re.exec(path);
     if (m) {
       Promise.resolve(f(page, ...m.slice(1))).catch((err) => {
-        if (!page.left) main.append(errorBox(err));
+        if (page.left) return;
+        // A page that failed before its heading still gets one.
+        if (!main.querySelector('h1')) {
+          const what = err.code === 'not_found' ? 'Not found' : 'Something went wrong';
+          page.title(what);
+          main.prepend(h('h1', {}, what));
+        }
+        main.append(errorBox(err));
       });
       return;
     }

@@ -3,7 +3,7 @@
 // cancelling with the refund shown before it is confirmed.
 import { api, airports, cities, send, claims } from './api.js';
 import { h, slot, announce, every, moreButton, whileBusy } from './ui.js';
-import { money, dateTime, zoneLabel, countdown, titleCase } from './format.js';
+import { money, dateTime, zoneLabel, countdown, titleCase, period } from './format.js';
 import { when } from './flights.js';
 
 export async function bookingsPage(page) {
@@ -64,11 +64,12 @@ async function waitlistSection() {
 }
 
 // bookingRow is a booking's row in a list, linked to its page; extra(b)
-// fills an Actions column.
+// fills an Actions column. A car booking says its period, in the
+// browser's time zone (the row does not know the car's city).
 export function bookingRow(b, extra) {
   return h('tr', {},
     h('td', {}, h('a', { href: `/app/bookings/${b.bookingId}` }, `#${b.bookingId}`)),
-    h('td', {}, b.kind === 'flight' ? `Flight ${b.flightId}, ${titleCase(b.fareClass)} ×${b.quantity}` : `Car ${b.carId}`),
+    h('td', {}, b.kind === 'flight' ? `Flight ${b.flightId}, ${titleCase(b.fareClass)} ×${b.quantity}` : `Car ${b.carId}, ${period(b.from, b.to)}`),
     h('td', {}, h('span', { class: 'status', dataset: { bookingStatus: b.status } }, b.status)),
     h('td', { class: 'num' }, money(b.amount, b.currency)),
     extra ? h('td', {}, extra(b)) : null);

@@ -17,6 +17,16 @@ export function dateTime(iso, tz) {
   }).format(new Date(iso));
 }
 
+// period formats a booking's [from, to) briefly, in zone tz (the
+// browser's own when not given), naming the zone once: "20 Dec, 09:00 –
+// 23 Dec, 09:00 GMT+7".
+export function period(from, to, tz) {
+  const opts = { timeZone: tz, day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit' };
+  const start = new Intl.DateTimeFormat(LOCALE, opts).format(new Date(from));
+  const end = new Intl.DateTimeFormat(LOCALE, { ...opts, timeZoneName: 'short' }).format(new Date(to));
+  return `${start} – ${end}`;
+}
+
 export function timeOnly(iso, tz) {
   return new Intl.DateTimeFormat(LOCALE, { timeZone: tz, hour: '2-digit', minute: '2-digit' }).format(new Date(iso));
 }

@@ -46,7 +46,13 @@ const WORDS = {
 // errorBox renders an API error in words, with its code, as an alert that
 // screen readers announce.
 export function errorBox(err) {
-  const code = err.code || 'error';
+  if (!err.code) {
+    // Not an answer of the API but a failure in this page itself: there
+    // is no code to show, only what broke.
+    return h('div', { class: 'alert', role: 'alert' },
+      h('strong', {}, 'Something went wrong in this page; reloading it may help.'), ' ', h('span', { class: 'muted' }, String(err.message || err)));
+  }
+  const code = err.code;
   let words = WORDS[code] || 'Something went wrong.';
   if (code === 'rate_limited' && err.retryAfter > 0) words = `Too many requests; try again in ${waitWords(err.retryAfter)}.`;
   const detail = err.problem?.detail && err.problem.detail !== words ? err.problem.detail : '';
