@@ -88,6 +88,36 @@ func TestBrowserSigninKeepsSession(t *testing.T) {
 	kept("network error")
 }
 
+// A token handed over in the URL's fragment is kept only once the server
+// has accepted it: a forged one leaves the session as it was and says
+// unauthenticated; a good one signs the browser in. Either way the
+// fragment leaves the address bar.
+func TestBrowserFragmentTokenIsChecked(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	good := e.srv.Token(auth.Host, 5112)
+	forged := good[:strings.LastIndex(good, ".")+1] + "c2lnbmVkIGJ5IG5vYm9keQ"
+
+	tb := e.tab("customer", auth.Customer, 5111)
+	tb.open("/app/bookings#access_token="+forged, `[role="alert"]`)
+	if got := tb.text(`[role="alert"]`); !strings.Contains(got, "unauthenticated") {
+		t.Errorf("forged token: alert %q, want unauthenticated", got)
+	}
+	if got := tb.text("#who"); !strings.Contains(got, "Signed in as customer 5111") {
+		t.Errorf("forged token: the header says %q", got)
+	}
+	if got := eval[string](tb, `location.hash`); got != "" {
+		t.Errorf("forged token: the address still has %q", got)
+	}
+
+	tb.open("/app/host#access_token="+good, `#who button`) // another path: a load, as after a redirect
+	tb.waitFor("the good token kept", `document.querySelector('#who')?.textContent.includes('Signed in as host 5112')`)
+	if got := eval[string](tb, `sessionStorage.getItem('berth.token') || ''`); got != good {
+		t.Errorf("good token: stored %q", got)
+	}
+	tb.check("bookings (token from the fragment)")
+}
+
 // A flight page left open past the departure turns departed when the user
 // next chooses a seat or presses Hold: the choice is not made, nothing is
 // held, and the page says the flight has departed.

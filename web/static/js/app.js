@@ -7,7 +7,7 @@ import { bookingPage, bookingsPage } from './bookings.js';
 import { carsPage, carPage } from './cars.js';
 import { hostPage } from './host.js';
 import { adminPage } from './admin.js';
-import { signinPage } from './signin.js';
+import { signinPage, checkToken } from './signin.js';
 
 const routes = [
   [/^\/(?:app\/?)?$/, searchPage],
@@ -97,13 +97,22 @@ function markNav() {
 }
 
 // A token handed over in the URL's fragment (#access_token=…, as an
-// identity provider's redirect gives it) is kept and removed from the URL.
-function takeFragmentToken() {
+// identity provider's redirect gives it) is removed from the URL and kept
+// once the server has accepted it; one it refuses leaves the session as it
+// was, and the page says why. Returns that alert, or null.
+async function takeFragmentToken() {
   const m = /(?:^|&)access_token=([^&]+)/.exec(location.hash.slice(1));
-  if (m) {
-    setToken(decodeURIComponent(m[1]));
-    history.replaceState(null, '', location.pathname + location.search);
+  if (!m) return null;
+  history.replaceState(null, '', location.pathname + location.search);
+  let t;
+  try {
+    t = decodeURIComponent(m[1]);
+  } catch {
+    t = '';
   }
+  const refused = await checkToken(t);
+  if (!refused) setToken(t);
+  return refused;
 }
 
 document.addEventListener('click', (e) => {
@@ -115,5 +124,7 @@ document.addEventListener('click', (e) => {
   navigate(url.pathname + url.search);
 });
 window.addEventListener('popstate', render);
-takeFragmentToken();
-render();
+takeFragmentToken().then((refused) => {
+  render();
+  if (refused) document.getElementById('main').prepend(refused);
+});

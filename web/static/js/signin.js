@@ -10,9 +10,6 @@ export function signinPage(page) {
   const button = h('button', { type: 'submit' }, 'Sign in');
   // A token refused leaves the session as it was: the stored token is only
   // replaced once the server has accepted the new one.
-  const refuse = () => {
-    msg.replaceChildren(h('div', { class: 'alert', role: 'alert' }, 'That is not a valid, unexpired token. Code: ', h('code', {}, 'unauthenticated')));
-  };
   page.main.append(
     h('h1', {}, 'Sign in'),
     h('p', {}, 'berth takes a bearer token from your organisation\'s sign-in service. In a development set-up, ',
@@ -23,22 +20,12 @@ export function signinPage(page) {
         e.preventDefault();
         msg.replaceChildren();
         const t = input.value.trim();
-        if (!claimsOf(t)) {
-          refuse();
-          return;
-        }
-        // The app only reads the token's claims; the server checks its
-        // signature. One cheap call every role may make, with the new token,
-        // asks it before the sign-in is kept (stored) and announced.
         button.disabled = true;
-        try {
-          await api('GET', '/bookings?limit=1', { bearer: t });
-        } catch (err) {
-          if (err.status === 401) refuse();
-          else msg.replaceChildren(errorBox(err));
+        const refused = await checkToken(t);
+        button.disabled = false;
+        if (refused) {
+          msg.replaceChildren(refused);
           return;
-        } finally {
-          button.disabled = false;
         }
         setToken(t);
         page.navigate('/app/');
@@ -46,4 +33,19 @@ export function signinPage(page) {
     }, field('Bearer token', input), button),
     msg,
   );
+}
+
+// checkToken asks the server whether it takes the bearer token t, before
+// anything keeps it: null when it does, else the alert to show. The app
+// itself only reads a token's claims; the server checks its signature, so
+// one cheap call every role may make, with t, decides.
+export async function checkToken(t) {
+  const refused = () => h('div', { class: 'alert', role: 'alert' }, 'That is not a valid, unexpired token. Code: ', h('code', {}, 'unauthenticated'));
+  if (!claimsOf(t)) return refused();
+  try {
+    await api('GET', '/bookings?limit=1', { bearer: t });
+    return null;
+  } catch (err) {
+    return err.status === 401 ? refused() : errorBox(err);
+  }
 }
