@@ -51,15 +51,18 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // drop, so that ?limit=%zz is not served as if there were no limit; and,
 // on a bodiless route (one that acts on its path alone), a body, malformed
 // or with fields the client believes count. Nothing, blanks, {} and null
-// are no body. What was read of the body is put back for what reads it
-// after (the Idempotency-Key's request hash).
+// are no body. Every route's body is read here, whole (at most maxBody),
+// before the request takes a place in its lane: a client trickling a body
+// a byte a second holds a connection, never one of the lane's few places.
+// What was read is put back for what reads it after (the handler, the
+// Idempotency-Key's request hash).
 func checkInput(w http.ResponseWriter, r *http.Request, bodiless bool) error {
 	if r.URL.RawQuery != "" {
 		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
 			return fault.New(fault.InvalidRequest, "the query string does not parse: %v", err)
 		}
 	}
-	if !bodiless || r.Body == nil || r.Body == http.NoBody {
+	if r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
 	body, err := readBody(w, r)
@@ -67,7 +70,7 @@ func checkInput(w http.ResponseWriter, r *http.Request, bodiless bool) error {
 		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if len(bytes.TrimSpace(body)) == 0 {
+	if !bodiless || len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
 	return decodeJSON(body, &struct{}{})

@@ -1,10 +1,15 @@
 package httpapi
 
 import (
+	"bytes"
+	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"golang.org/x/sync/singleflight"
 
 	"berth.dev/berth/internal/fault"
 )
@@ -43,4 +48,59 @@ func (m *metrics) hold(kind string, err error) {
 		}
 	}
 	m.holds.WithLabelValues(kind, outcome).Inc()
+}
+
+// scrapeFor is how long one gathering of the registry answers GET
+// /metrics. The route is public and never limited (Prometheus scrapes each
+// process directly, every few seconds), and gathering and encoding every
+// series costs milliseconds of CPU: a flood of scrapes must not cost that
+// each, only one a second.
+const scrapeFor = time.Second
+
+// scrapes serves the registry in Prometheus's text format, gathered at
+// most once per scrapeFor; scrapes that come meanwhile share it.
+type scrapes struct {
+	reg  prometheus.Gatherer
+	last atomic.Pointer[scrape]
+	once singleflight.Group
+}
+
+type scrape struct {
+	at   time.Time
+	body []byte
+	err  error
+}
+
+func (sc *scrapes) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	cur := sc.last.Load()
+	if cur == nil || time.Since(cur.at) >= scrapeFor {
+		v, _, _ := sc.once.Do("", func() (any, error) {
+			cur := sc.gather()
+			sc.last.Store(cur)
+			return cur, nil
+		})
+		cur = v.(*scrape)
+	}
+	if cur.err != nil {
+		http.Error(w, cur.err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	_, _ = w.Write(cur.body)
+}
+
+func (sc *scrapes) gather() *scrape {
+	out := &scrape{}
+	var buf bytes.Buffer
+	mfs, err := sc.reg.Gather()
+	if err == nil {
+		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, mf := range mfs {
+			if err = enc.Encode(mf); err != nil {
+				break
+			}
+		}
+	}
+	out.body, out.err, out.at = buf.Bytes(), err, time.Now()
+	return out
 }

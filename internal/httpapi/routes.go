@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/guard"
@@ -121,11 +119,10 @@ const (
 // ask Redis (limited per client, no concurrency slot); public reads share
 // at most half the pool.
 func (s *Server) table() []entry {
-	metrics := promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})
 	t := []entry{
 		route("GET /healthz", public, none, NoKey, s.healthz),
 		route("GET /readyz", public, none, NoKey, s.readyz),
-		route("GET /metrics", public, none, NoKey, serve(metrics)),
+		route("GET /metrics", public, none, NoKey, serve(&scrapes{reg: s.Registry})),
 		route("GET /openapi.yaml", public, read, NoKey, s.openAPI),
 
 		route("GET /flights", public, read, NoKey, s.searchFlights),

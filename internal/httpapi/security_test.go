@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -29,6 +31,10 @@ func TestAddressLimitRunsBeforeAuthentication(t *testing.T) {
 	want := []int{401, 401, 401, 401, 401, 429, 429, 429}
 	if !equal(statuses, want) {
 		t.Errorf("unauthenticated flood from one address: %v, want %v", statuses, want)
+	}
+	// Nor are paths no route serves a way around it.
+	if r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/no/such/path"}); r.Status != http.StatusTooManyRequests {
+		t.Errorf("an unknown path from a limited address: %d, want 429", r.Status)
 	}
 	if r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/paysim/checkout/txn_1"}); r.Status != http.StatusTooManyRequests {
 		t.Errorf("the simulator's page from a limited address: %d, want 429", r.Status)
@@ -168,6 +174,34 @@ func TestRequestID(t *testing.T) {
 	for _, bad := range []string{"a b", "<script>", strings.Repeat("x", 129)} {
 		if got := id(bad); got == bad || len(got) != 16 {
 			t.Errorf("id %q came back as %q, want a new one", bad, got)
+		}
+	}
+}
+
+// A client that trickles request bodies holds connections, not the
+// places of a lane: with more slow bodies in flight than the "other" lane
+// has places, another customer's reads are still answered at once.
+func TestSlowBodiesHoldNoLanePlace(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{Config: func(c *config.Config) {
+		c.ShedWait = 200 * time.Millisecond
+		c.DBMaxConns = 4 // the other lane: 4 places
+	}})
+	slow := s.Token("customer", 7001)
+	for range 12 {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		// Headers and one byte of a 100-byte body; the rest never comes.
+		fmt.Fprintf(conn, "POST /flights/1/waitlist HTTP/1.1\r\nHost: berth\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", slow)
+	}
+	time.Sleep(100 * time.Millisecond) // let the server take them in
+	for i := range 5 {
+		r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/bookings", Token: s.Token("customer", 7002)})
+		if r.Status != http.StatusOK {
+			t.Fatalf("read %d with 12 slow bodies in flight: %d %s, want 200", i, r.Status, r.Body)
 		}
 	}
 }

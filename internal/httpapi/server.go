@@ -23,6 +23,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"golang.org/x/sync/singleflight"
+
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
@@ -90,9 +92,12 @@ type Server struct {
 	// refusals limits the log lines of refused requests to one a second
 	// for each message and route.
 	refusals *lineLimit
-	// readiness is each dependency's state at the last /readyz.
+	// readiness is each dependency's state at the last /readyz check, for
+	// its log lines; ready is that check, readyOnce runs one at a time.
 	readyMu   sync.Mutex
 	readiness map[string]string
+	ready     atomic.Pointer[readyCheck]
+	readyOnce singleflight.Group
 }
 
 // New returns the API's handler.
@@ -252,7 +257,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // unmatched answers a request no route took: 405 with Allow when the path
 // exists with other methods, 404 otherwise.
+// They count against the client's address like any other request: a flood
+// of made-up paths is no way around the limit.
 func (s *Server) unmatched(w http.ResponseWriter, r *http.Request, mux http.Handler) {
+	if err := s.Guard.AdmitAddress(r.Context(), guard.LaneOther, s.clientAddr(r)); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	probe := &recorder{ResponseWriter: discard{h: http.Header{}}, status: http.StatusOK}
 	mux.ServeHTTP(probe, r)
 	if probe.status == http.StatusMethodNotAllowed {
@@ -318,35 +329,67 @@ func (s *Server) noteReadiness(name, state string, err error) {
 // balancer keeps the process.
 var ErrDegraded = errors.New("degraded")
 
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+// readyFor is how long one readiness check answers /readyz: probes are
+// never limited (an orchestrator's and a load balancer's come from their
+// own addresses), so a flood of them costs one check of each dependency a
+// second, whatever its rate, not a database and a Redis round trip each.
+const readyFor = time.Second
+
+// readyCheck is one check of every dependency: each one's state, and those
+// unavailable.
+type readyCheck struct {
+	at   time.Time
+	out  map[string]string
+	down []string
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ auth.Caller) error {
+	res := s.ready.Load()
+	if res == nil || time.Since(res.at) >= readyFor {
+		// One check at a time; those that come meanwhile share its answer.
+		v, _, _ := s.readyOnce.Do("", func() (any, error) {
+			res := s.checkReady()
+			s.ready.Store(res)
+			return res, nil
+		})
+		res = v.(*readyCheck)
+	}
+	if len(res.down) > 0 {
+		return &fault.Error{Code: fault.Overloaded, Detail: "not ready: " + strings.Join(res.down, ", ") + " unavailable",
+			RetryAfter: 5 * time.Second, Extra: map[string]any{"checks": res.out}}
+	}
+	writeJSON(w, http.StatusOK, res.out)
+	return nil
+}
+
+// checkReady checks the database and every dependency of Ready, within 2 s.
+func (s *Server) checkReady() *readyCheck {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	checks := map[string]func(context.Context) error{"database": s.Pool.Ping}
+	checks := map[string]func(context.Context) error{}
+	if s.Pool != nil {
+		checks["database"] = s.Pool.Ping
+	}
 	for name, check := range s.Ready {
 		checks[name] = check
 	}
-	out := map[string]string{}
-	var down []string
+	res := &readyCheck{out: map[string]string{}}
 	for name, check := range checks {
 		err := check(ctx)
 		switch {
 		case errors.Is(err, ErrDegraded):
-			out[name] = "degraded"
+			res.out[name] = "degraded"
 		case err != nil:
-			out[name] = "unavailable"
-			down = append(down, name)
+			res.out[name] = "unavailable"
+			res.down = append(res.down, name)
 		default:
-			out[name] = "ok"
+			res.out[name] = "ok"
 		}
-		s.noteReadiness(name, out[name], err)
+		s.noteReadiness(name, res.out[name], err)
 	}
-	if len(down) > 0 {
-		sort.Strings(down)
-		return &fault.Error{Code: fault.Overloaded, Detail: "not ready: " + strings.Join(down, ", ") + " unavailable",
-			RetryAfter: 5 * time.Second, Extra: map[string]any{"checks": out}}
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	sort.Strings(res.down)
+	res.at = time.Now()
+	return res
 }
 
 // requestID is the id a request is answered (X-Request-Id) and logged
