@@ -306,6 +306,75 @@ func TestRefundWebhookBeforeGatewayAnswer(t *testing.T) {
 	mustAudit(t, s)
 }
 
+// A refund.succeeded for other money than the refund berth asked for
+// (a partial refund, another currency) completes nothing, whether it
+// comes before berth has stored the gateway's answer or after; the
+// gateway's right report, coming later, still completes the refund once.
+func TestRefundReportedForOtherMoneyCompletesNothing(t *testing.T) {
+	t.Parallel()
+	for _, early := range []bool{true, false} {
+		t.Run(fmt.Sprintf("early=%v", early), func(t *testing.T) {
+			t.Parallel()
+			g := &fakeGateway{t: t}
+			s := startWithGateway(t, g)
+			pool := s.App.Pool
+			send := func(gatewayID string, amount int64, currency string) {
+				t.Helper()
+				if r := paytest.Send(t, s.URL, s.Clock.Now(), payment.RefundSucceeded, payment.WebhookData{
+					ProviderTxnID: gatewayID, Amount: amount, Currency: currency}); r.Status != http.StatusOK {
+					t.Errorf("refund webhook: %d %s, want 200", r.Status, r.Body)
+				}
+			}
+			var once sync.Once
+			if early {
+				g.beforeRefund = func(req payment.GatewayRefundRequest, refundID string) {
+					once.Do(func() { send(refundID, req.Amount, "USD") })
+				}
+			}
+			flightID := newFlight(t, s)
+			id := hold(t, s, 7, flightID, "10A")
+			s.Clock.Advance(11 * time.Minute)
+			d := paytest.Pay(t, s, id) // late: refunded in full
+			relay := &paytest.Relay{Pool: pool, Consumer: s.App.Refunds}
+			if n, errs := relay.Drain(t.Context()); n != 1 || len(errs) != 0 {
+				t.Fatalf("drain: %d processed, errors %v", n, errs)
+			}
+			var gatewayID, status string
+			refund := func() string {
+				t.Helper()
+				if err := pool.QueryRow(t.Context(), `SELECT r.status, coalesce(r.gateway_refund_id, '') FROM refund r
+					JOIN payment p ON p.id = r.payment_id WHERE p.provider_txn_id = $1`, d.ProviderTxnID).Scan(&status, &gatewayID); err != nil {
+					t.Fatal(err)
+				}
+				return status
+			}
+			apptest.Eventually(t, 10*time.Second, "the refund is linked to the gateway's id", func() bool {
+				refund()
+				return gatewayID != ""
+			})
+			if !early {
+				send(gatewayID, price-1, "VND")
+				send(gatewayID, price, "USD")
+			}
+			if st := refund(); st != "REQUESTED" {
+				t.Fatalf("refund after a report for other money: %s, want REQUESTED", st)
+			}
+			if n := events(t, pool, id, "refund.completed"); n != 0 {
+				t.Errorf("%d refund.completed events after a report for other money, want 0", n)
+			}
+			send(gatewayID, price, "VND")
+			if st := refund(); st != "SUCCEEDED" {
+				t.Errorf("refund after the right report: %s, want SUCCEEDED", st)
+			}
+			if n := events(t, pool, id, "refund.completed"); n != 1 {
+				t.Errorf("%d refund.completed events, want 1", n)
+			}
+			settle(t, s, relay)
+			mustAudit(t, s)
+		})
+	}
+}
+
 // handleOnly is a consumer as the event relay sees it: Handle, and nothing
 // the refunds consumer does after its transaction.
 type handleOnly struct{ berthevents.Consumer }

@@ -199,19 +199,43 @@ func (r *Refunds) Run(ctx context.Context, interval time.Duration) {
 // link stores the gateway's id of refund id. If the refund.succeeded
 // webhook came first, the refund is completed now: both sides upsert the
 // gateway_refund row, so whichever commits second sees the other.
+//
+// A refund.succeeded that came first for other money than the refund's is
+// forgotten (and logged) instead: the gateway's right report may still
+// come and complete it.
 func (r *Refunds) link(ctx context.Context, tx pgx.Tx, id int64, gatewayID string) error {
-	if _, err := tx.Exec(ctx, `UPDATE refund SET gateway_refund_id = $2 WHERE id = $1`, id, gatewayID); err != nil {
+	want := refundMoney{id: id}
+	err := tx.QueryRow(ctx, `UPDATE refund SET gateway_refund_id = $2 WHERE id = $1 RETURNING amount, currency`,
+		id, gatewayID).Scan(&want.amount, &want.currency)
+	if err != nil {
 		return fmt.Errorf("store gateway id of refund %d: %w", id, err)
 	}
-	var succeeded bool
-	err := tx.QueryRow(ctx, `INSERT INTO gateway_refund (gateway_refund_id, refund_id) VALUES ($1, $2)
+	var (
+		succeeded bool
+		amount    *int64
+		currency  *string
+	)
+	err = tx.QueryRow(ctx, `INSERT INTO gateway_refund (gateway_refund_id, refund_id) VALUES ($1, $2)
 		ON CONFLICT (gateway_refund_id) DO UPDATE SET refund_id = EXCLUDED.refund_id
-		RETURNING succeeded_at IS NOT NULL`, gatewayID, id).Scan(&succeeded)
+		RETURNING succeeded_at IS NOT NULL, amount, currency`, gatewayID, id).Scan(&succeeded, &amount, &currency)
 	if err != nil {
 		return fmt.Errorf("link refund %d to %s: %w", id, gatewayID, err)
 	}
 	if !succeeded {
 		return nil
 	}
+	if amount == nil || currency == nil || !want.matches(*amount, *currency) {
+		r.s.refundMismatch(want, gatewayID, deref(amount), deref(currency))
+		return forgetRefundReport(ctx, tx, gatewayID)
+	}
 	return r.s.completeRefund(ctx, tx, id, r.s.clock.Now())
+}
+
+// deref is *p, or T's zero value for nil.
+func deref[T any](p *T) T {
+	var v T
+	if p != nil {
+		v = *p
+	}
+	return v
 }

@@ -343,10 +343,54 @@ func (s *Service) refundSucceeded(ctx context.Context, d WebhookData) (string, e
 			result = "early"
 			return nil
 		}
+		// A refund berth has sent must come back whole: one reported for
+		// other money completes nothing and is not kept, so that the
+		// gateway's right report, when it comes, still counts. (One that
+		// comes before berth knows the refund's id is checked when it
+		// learns it: Refunds.link.)
+		want := refundMoney{id: *refundID}
+		if err := tx.QueryRow(ctx, `SELECT amount, currency FROM refund WHERE id = $1`, want.id).Scan(&want.amount, &want.currency); err != nil {
+			return fmt.Errorf("read refund %d: %w", want.id, err)
+		}
+		if !want.matches(d.Amount, d.Currency) {
+			result = "mismatch"
+			s.refundMismatch(want, d.ProviderTxnID, d.Amount, d.Currency)
+			return forgetRefundReport(ctx, tx, d.ProviderTxnID)
+		}
 		result = "completed"
 		return s.completeRefund(ctx, tx, *refundID, now)
 	})
 	return result, err
+}
+
+// forgetRefundReport undoes what a refund.succeeded recorded of gateway
+// refund id, keeping the link to berth's refund.
+func forgetRefundReport(ctx context.Context, tx pgx.Tx, id string) error {
+	_, err := tx.Exec(ctx, `UPDATE gateway_refund SET amount = NULL, currency = NULL, succeeded_at = NULL
+		WHERE gateway_refund_id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("forget the report of refund %s: %w", id, err)
+	}
+	return nil
+}
+
+// refundMoney is what berth asked the gateway to refund (refund id).
+type refundMoney struct {
+	id       int64
+	amount   int64
+	currency string
+}
+
+func (m refundMoney) matches(amount int64, currency string) bool {
+	return m.amount == amount && m.currency == currency
+}
+
+// refundMismatch logs a refund reported done for other money than berth
+// asked: someone must look at it with the gateway.
+func (s *Service) refundMismatch(want refundMoney, gatewayID string, amount int64, currency string) {
+	s.log.Error("the gateway reports a refund done for other money than berth asked; it stays REQUESTED: take it up with the gateway",
+		"refund", want.id, "gateway_refund", gatewayID, "asked", want.amount, "asked_currency", want.currency,
+		"reported", amount, "reported_currency", currency)
 }
 
 // completeRefund marks refund id SUCCEEDED, once, updates its booking's
