@@ -68,7 +68,9 @@ func TestVerifyRefuses(t *testing.T) {
 		"sub with a sign": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "+1", "role": "admin", "exp": exp}),
 		"unknown role":    sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1", "role": "root", "exp": exp}),
 		"garbage":         "not.a.token",
-		"empty":           "",
+		// Signed and valid but for its size: refused before it is decoded.
+		"over MaxTokenLen": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1", "role": "admin", "exp": exp, "pad": strings.Repeat("x", MaxTokenLen)}),
+		"empty":            "",
 	}
 	for name, tok := range tests {
 		if _, err := Verify(secret, tok, now); !errors.Is(err, ErrInvalid) {

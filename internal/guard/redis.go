@@ -36,6 +36,7 @@ type Redis struct {
 	down      atomic.Bool  // last known state, for logging transitions once
 	onError   func(op string)
 	onState   func(up bool)
+	stateMu   sync.Mutex // serialises onState, so that the last call says the state
 }
 
 // RedisOptions tune OpenRedis.
@@ -179,15 +180,24 @@ func (r *Redis) Fail(op string, err error) {
 	r.downUntil.Store(time.Now().Add(breakerPause).UnixNano())
 	if !r.down.Swap(true) {
 		r.log.Warn("redis failed: layers step aside, limits fall back to this process", "op", op, "err", err)
-		r.onState(false)
+		r.reportState()
 	}
+}
+
+// reportState tells onState the state as it is now, not as the caller
+// found it: a failure and a recovery racing each other (one swapped the
+// flag, then the other) must not leave the last word to the older one.
+func (r *Redis) reportState() {
+	r.stateMu.Lock()
+	defer r.stateMu.Unlock()
+	r.onState(!r.down.Load())
 }
 
 // OK records that a command succeeded, closing the breaker.
 func (r *Redis) OK() {
 	if r.down.Load() && r.down.Swap(false) {
 		r.log.Info("redis answers again")
-		r.onState(true)
+		r.reportState()
 	}
 }
 
