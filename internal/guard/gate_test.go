@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/config"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/pg/pgtest"
 )
 
@@ -351,4 +353,52 @@ func seatStatus(t *testing.T, s *apptest.Server, flightID int64, seat string) st
 		t.Fatalf("seat %s not on the map", seat)
 	}
 	return st
+}
+
+// A burst of one client's requests at once is limited by the limit, not by
+// how many came together: the process asks Redis for one lease of the
+// client's budget at a time and the requests that came meanwhile spend it.
+// (Each taking a twentieth of the burst for itself, twenty requests at once
+// used to take it all and leave most of it unspent.)
+func TestRequestLimitTakesBurstsAtOnce(t *testing.T) {
+	t.Parallel()
+	redisURL, prefix := apptest.SharedRedis(t)
+	s := start(t, "", redisURL, prefix, func(c *config.Config) {
+		c.RequestLimit = config.Rate{N: 100, Window: time.Minute}
+		c.AddressLimit = config.Rate{N: 1000, Window: time.Second}
+	})
+	g := s.App.Guard
+	burst := func(n int, allow func(context.Context, string) error, client string) (ok, limited int) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range n {
+			wg.Go(func() {
+				<-start
+				err := allow(t.Context(), client)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					ok++
+				case fault.CodeOf(err) == fault.RateLimited:
+					limited++
+				default:
+					t.Errorf("allow: %v", err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		return ok, limited
+	}
+	// 200 at once from one address, under a burst of 1,000: all pass.
+	if ok, limited := burst(200, g.Addresses.Allow, "addr:192.0.2.1"); ok != 200 {
+		t.Errorf("200 requests at once under a burst of 1000: %d passed, %d limited; want all", ok, limited)
+	}
+	// 150 at once from one client, under a burst of 100 a minute: the
+	// burst passes (give or take what the minute refills), the rest waits.
+	if ok, limited := burst(150, g.Requests.Allow, "cust:1"); ok < 100 || ok > 103 || ok+limited != 150 {
+		t.Errorf("150 requests at once under a burst of 100: %d passed, %d limited; want 100", ok, limited)
+	}
 }

@@ -32,7 +32,10 @@ const maxLocalKeys = 100_000
 // Redis round trip off most requests, a process leases a few requests at a
 // time from the shared budget (redis_rate's AllowAtMost) and spends them
 // locally; leases left unspent lapse quickly, which only makes the limit a
-// little stricter than written.
+// little stricter than written. A process asks for one lease of a client
+// at a time: requests of that client that come meanwhile wait for it and
+// spend it, instead of each taking a lease of its own (twenty at once
+// would take the whole burst, most of it never spent).
 type RequestLimiter struct {
 	r     *Redis
 	rl    *redis_rate.Limiter
@@ -46,9 +49,14 @@ type RequestLimiter struct {
 	leases map[string]*lease
 }
 
+// lease is what a process holds of a client's budget: left requests until
+// expires; or, when refused, no request until expires; or, while fetching
+// is open, a lease being asked for.
 type lease struct {
-	left    int
-	expires time.Time
+	left     int
+	expires  time.Time
+	refused  bool
+	fetching chan struct{} // closed when the lease asked for is stored
 }
 
 func newRequestLimiter(r *Redis, rl *redis_rate.Limiter, lim Rate, m *metrics) *RequestLimiter {
@@ -71,32 +79,70 @@ func (l *RequestLimiter) Allow(ctx context.Context, client string) error {
 	if l == nil {
 		return nil
 	}
-	now := time.Now()
-	l.mu.Lock()
-	if ls, ok := l.leases[client]; ok && ls.left > 0 && now.Before(ls.expires) {
-		ls.left--
-		l.mu.Unlock()
-		return nil
-	}
-	l.mu.Unlock()
-
-	key := l.r.key("req:", client)
-	if l.r.Usable() {
-		res, err := l.rl.AllowAtMost(ctx, key, l.limit, l.lease)
-		if err == nil {
-			l.r.OK()
-			if res.Allowed < 1 {
-				return l.refuse(res.RetryAfter)
+	for {
+		now := time.Now()
+		l.mu.Lock()
+		ls, ok := l.leases[client]
+		switch {
+		case ok && ls.fetching != nil:
+			wait := ls.fetching
+			l.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-			if res.Allowed > 1 {
-				l.store(client, &lease{left: res.Allowed - 1, expires: now.Add(l.life)}, now)
-			}
+		case ok && now.Before(ls.expires) && ls.refused:
+			l.mu.Unlock()
+			return l.refuse(ls.expires.Sub(now))
+		case ok && now.Before(ls.expires) && ls.left > 0:
+			ls.left--
+			l.mu.Unlock()
 			return nil
 		}
-		l.r.Fail("request_limit", err)
+		if !l.r.Usable() {
+			l.mu.Unlock()
+			return l.allowLocally(client, now)
+		}
+		mine := &lease{fetching: make(chan struct{})}
+		l.put(client, mine, now)
+		l.mu.Unlock()
+		return l.fetch(ctx, client, mine, now)
 	}
+}
+
+// fetch asks Redis for a lease of client's requests, spends one of it and
+// stores the rest for the requests waiting on mine.
+func (l *RequestLimiter) fetch(ctx context.Context, client string, mine *lease, now time.Time) error {
+	res, err := l.rl.AllowAtMost(ctx, l.r.key("req:", client), l.limit, l.lease)
+	l.mu.Lock()
+	defer func() {
+		close(mine.fetching)
+		mine.fetching = nil
+		l.mu.Unlock()
+	}()
+	if err != nil {
+		// Those waiting ask again, or locally if the breaker opened.
+		if l.leases[client] == mine {
+			delete(l.leases, client)
+		}
+		l.r.Fail("request_limit", err)
+		return l.allowLocally(client, now)
+	}
+	l.r.OK()
+	if res.Allowed < 1 {
+		mine.refused, mine.expires = true, now.Add(min(res.RetryAfter, l.life))
+		return l.refuse(res.RetryAfter)
+	}
+	mine.left, mine.expires = res.Allowed-1, now.Add(l.life)
+	return nil
+}
+
+// allowLocally is the per-process limit, while Redis is unreachable.
+func (l *RequestLimiter) allowLocally(client string, now time.Time) error {
 	l.m.fallback.WithLabelValues("request_limit").Inc()
-	lim := l.local.get(key)
+	lim := l.local.get(l.r.key("req:", client))
 	if r := lim.ReserveN(now, 1); r.OK() {
 		if d := r.DelayFrom(now); d > 0 {
 			r.CancelAt(now)
@@ -107,17 +153,21 @@ func (l *RequestLimiter) Allow(ctx context.Context, client string) error {
 	return l.refuse(time.Second)
 }
 
-func (l *RequestLimiter) store(client string, ls *lease, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// put stores client's lease; l.mu is held. Bounded: when full, leases
+// spent or lapsed go first, then all but those being fetched.
+func (l *RequestLimiter) put(client string, ls *lease, now time.Time) {
 	if len(l.leases) >= maxLocalKeys {
 		for k, v := range l.leases {
-			if v.left == 0 || !now.Before(v.expires) {
+			if v.fetching == nil && (v.left == 0 || !now.Before(v.expires)) {
 				delete(l.leases, k)
 			}
 		}
 		if len(l.leases) >= maxLocalKeys {
-			clear(l.leases)
+			for k, v := range l.leases {
+				if v.fetching == nil {
+					delete(l.leases, k)
+				}
+			}
 		}
 	}
 	l.leases[client] = ls
