@@ -103,11 +103,23 @@ func (s *Service) JoinWaitlist(ctx context.Context, customer, flightID int64, cl
 	var out *WaitEntry
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.clock.Now()
+		// A line for more units than the class will ever have would wait
+		// for ever, and hold up every walk-in of the class meanwhile (they
+		// queue behind a line that waits).
+		var most int
+		err := tx.QueryRow(ctx, `SELECT capacity + overbook_limit FROM fare_inventory WHERE flight_id = $1 AND fare_class = $2`,
+			flightID, class).Scan(&most)
+		switch {
+		case err == nil && quantity > most:
+			return fault.Invalid("quantity", "fare class %s of flight %d has %d units in all", class, flightID, most)
+		case err != nil && !errors.Is(err, pgx.ErrNoRows): // no class: join_waitlist says which is missing
+			return fmt.Errorf("read fare class %s of flight %d: %w", class, flightID, err)
+		}
 		var (
 			code, detail *string
 			id           *int64
 		)
-		err := tx.QueryRow(ctx, `SELECT o_code, o_detail, o_id FROM join_waitlist($1, $2, $3, $4, $5, $6)`,
+		err = tx.QueryRow(ctx, `SELECT o_code, o_detail, o_id FROM join_waitlist($1, $2, $3, $4, $5, $6)`,
 			flightID, class, customer, quantity, now, s.offerTTL).Scan(&code, &detail, &id)
 		if pg.Violates(err, "waitlist_one_active_key") {
 			return fault.New(fault.InvalidState, "you are already in the line of fare class %s of flight %d", class, flightID)

@@ -50,6 +50,13 @@ func TestWaitlistJoinListLeave(t *testing.T) {
 	}
 
 	refused(t, "join with room", join(1, "ECONOMY", 1), http.StatusConflict, "invalid_state")
+	// A line for more than the class has in all would wait for ever, and
+	// hold up every walk-in meanwhile: refused, and the walk-in holds.
+	_, p := s.Customer(4).TryJoinWaitlist(t, flightID, "ECONOMY", 3)
+	refused(t, "join for 3 of a class of 2", p, http.StatusUnprocessableEntity, "validation_failed")
+	if p.Field != "quantity" {
+		t.Errorf("join for 3 of a class of 2 names %q, want quantity", p.Field)
+	}
 	s.Customer(9).HoldQuantity(t, flightID, "ECONOMY", 1)
 	// One unit left: a pair may wait, a single should hold.
 	refused(t, "join for 1 with 1 left", join(1, "ECONOMY", 1), http.StatusConflict, "invalid_state")
@@ -64,7 +71,7 @@ func TestWaitlistJoinListLeave(t *testing.T) {
 	}
 	refused(t, "unknown class", join(3, "FIRST", 1), http.StatusUnprocessableEntity, "validation_failed")
 	// The flight is the path's: an unknown one is not found, as for every route of a flight.
-	_, p := s.Customer(3).TryJoinWaitlist(t, flightID+1000, "ECONOMY", 2)
+	_, p = s.Customer(3).TryJoinWaitlist(t, flightID+1000, "ECONOMY", 2)
 	refused(t, "unknown flight", p, http.StatusNotFound, "not_found")
 	refused(t, "quantity 0", join(3, "ECONOMY", 0), http.StatusUnprocessableEntity, "validation_failed")
 	refused(t, "quantity 10", join(3, "ECONOMY", 10), http.StatusUnprocessableEntity, "validation_failed")
