@@ -82,6 +82,7 @@ type Service struct {
 
 	seatMaps *cache.Cache[*SeatMap]
 	searches *cache.Cache[[]*Flight]
+	airports *cache.Cache[[]Airport] // the one list, a minute at a time
 }
 
 // Config tunes a Service.
@@ -165,6 +166,7 @@ func NewService(pool *pgxpool.Pool, c clock.Clock, cfg Config) *Service {
 		buckets:   cfg.Buckets,
 		seatMaps:  cache.New[*SeatMap](cfg.SeatMapTTL, cfg.MaxCacheKey),
 		searches:  cache.New[[]*Flight](cfg.SearchTTL, cfg.MaxCacheKey),
+		airports:  cache.New[[]Airport](time.Minute, 1),
 	}
 	if cfg.Coalesce {
 		s.coalescer = newCoalescer(s, cfg)

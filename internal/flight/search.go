@@ -54,18 +54,21 @@ type Airport struct {
 	TimeZone string `json:"timeZone"`
 }
 
-// Airports returns every airport, by code. The list changes only when an
-// operator adds one, so callers may cache it.
+// Airports returns every airport, by code, from a copy of at most a minute
+// ago: the list changes only when an operator adds one, and one load serves
+// every caller, however many come at once to a process just started.
 func (s *Service) Airports(ctx context.Context) ([]Airport, error) {
-	rows, err := s.reads().Query(ctx, `SELECT code, name, city, country, tz FROM airport ORDER BY code`)
-	if err != nil {
-		return nil, fmt.Errorf("list airports: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Airport])
-	if err != nil {
-		return nil, fmt.Errorf("list airports: %w", err)
-	}
-	return out, nil
+	return s.airports.Get(ctx, "", func(ctx context.Context) ([]Airport, error) {
+		rows, err := s.reads().Query(ctx, `SELECT code, name, city, country, tz FROM airport ORDER BY code`)
+		if err != nil {
+			return nil, fmt.Errorf("list airports: %w", err)
+		}
+		out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Airport])
+		if err != nil {
+			return nil, fmt.Errorf("list airports: %w", err)
+		}
+		return out, nil
+	})
 }
 
 // ListQuery selects the flights an operator sees: any of its fields may be
