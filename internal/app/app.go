@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -336,8 +338,15 @@ func (a *App) Close() {
 
 // maxOpenConns bounds the connections served at once (with BERTH_PROTECT):
 // each costs a goroutine and buffers, so a flood of clients cannot exhaust
-// memory; the rest wait in the kernel's backlog.
-const maxOpenConns = 10_000
+// memory; the rest wait in the kernel's backlog. maxConnsPerAddr bounds
+// those of one client address (the trusted proxies' excepted), so that one
+// client's idle keep-alive connections cannot take them all: a thousand
+// leaves room for a large office or a carrier's NAT. Neither the trusted
+// proxies nor this host's own addresses have that bound.
+const (
+	maxOpenConns    = 10_000
+	maxConnsPerAddr = 1_000
+)
 
 // Run serves HTTP on ln and runs the background workers until ctx ends,
 // then stops accepting requests, lets in-flight ones finish (up to 20 s)
@@ -374,7 +383,10 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	a.runPayments(workers, &wg, ln.Addr())
 
 	if a.Config.Protect {
-		ln = guard.LimitListener(ln, maxOpenConns)
+		// The trusted proxies and this host (a sidecar proxy, a load test)
+		// are not one client each.
+		exempt := append(slices.Clone(a.Config.TrustedProxies), netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
+		ln = guard.LimitListener(ln, maxOpenConns, maxConnsPerAddr, exempt)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

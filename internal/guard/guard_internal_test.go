@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -150,7 +152,7 @@ func TestLimitListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := LimitListener(inner, 1)
+	ln := LimitListener(inner, 1, 0, nil)
 	defer func() { _ = ln.Close() }()
 	accepted := make(chan net.Conn, 2)
 	go func() {
@@ -260,4 +262,63 @@ func TestNewRefusesZeroShedWait(t *testing.T) {
 		}
 	}()
 	New(base.Test(clock.NewFake(time.Unix(1_800_000_000, 0))), Config{}, nil, nil)
+}
+
+// One client address holds at most perAddr connections: one beyond is
+// closed at once, and accepted again once one of its others closes; an
+// exempt address (a trusted proxy) has no such bound.
+func TestLimitListenerPerAddress(t *testing.T) {
+	t.Parallel()
+	for _, exempt := range []bool{false, true} {
+		inner, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ex []netip.Prefix
+		if exempt {
+			ex = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		}
+		ln := LimitListener(inner, 10, 2, ex)
+		t.Cleanup(func() { _ = ln.Close() })
+		accepted := make(chan net.Conn, 10)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				accepted <- c
+			}
+		}()
+		dial := func() net.Conn {
+			c, err := net.Dial("tcp", inner.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		}
+		// closedByServer reports whether the server closed c at once.
+		closedByServer := func(c net.Conn) bool {
+			_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			_, err := c.Read(make([]byte, 1))
+			return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+		}
+		dial()
+		dial()
+		s1, s2 := <-accepted, <-accepted
+		third := dial()
+		if got := closedByServer(third); got == exempt {
+			t.Errorf("exempt=%v: the third connection of one address closed at once: %v", exempt, got)
+		}
+		if exempt {
+			continue
+		}
+		_ = s1.Close()
+		fourth := dial()
+		if closedByServer(fourth) {
+			t.Error("a connection after one of the address's closed was refused")
+		}
+		_ = s2.Close()
+	}
 }

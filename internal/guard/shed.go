@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -444,9 +445,15 @@ func Acquire(ctx context.Context, pool *pgxpool.Pool, budget time.Duration) (*pg
 
 // LimitListener returns ln accepting at most n connections at once: the
 // rest wait in the kernel's backlog. Every open connection costs a goroutine
-// and buffers, so this bounds them however many clients connect.
-func LimitListener(ln net.Listener, n int) net.Listener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+// and buffers, so this bounds them however many clients connect. With
+// perAddr > 0, one client address may hold at most perAddr of them: a
+// connection beyond is closed as soon as it is accepted, so that one
+// client's idle connections cannot take every place. Addresses in exempt
+// (the trusted proxies, through which every client connects) have no such
+// bound.
+func LimitListener(ln net.Listener, n, perAddr int, exempt []netip.Prefix) net.Listener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
+		perAddr: perAddr, exempt: exempt, open: map[netip.Addr]int{}}
 }
 
 type limitListener struct {
@@ -454,20 +461,69 @@ type limitListener struct {
 	slots     chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+
+	perAddr int
+	exempt  []netip.Prefix
+	mu      sync.Mutex
+	open    map[netip.Addr]int // connections open by address, for those bounded
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
+	for {
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.done:
+			return nil, net.ErrClosed
+		}
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.slots
+			return nil, err
+		}
+		addr, counted := l.count(c.RemoteAddr())
+		if counted && addr == (netip.Addr{}) { // over its address's bound
+			_ = c.Close()
+			<-l.slots
+			continue
+		}
+		return &limitConn{Conn: c, release: func() {
+			if counted {
+				l.mu.Lock()
+				if l.open[addr]--; l.open[addr] <= 0 {
+					delete(l.open, addr)
+				}
+				l.mu.Unlock()
+			}
+			<-l.slots
+		}}, nil
 	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
+}
+
+// count counts a connection from ra against its address: it returns the
+// address and true when counted, the zero address and true when the
+// address has perAddr open already, and false when it is not bounded.
+func (l *limitListener) count(ra net.Addr) (netip.Addr, bool) {
+	tcp, ok := ra.(*net.TCPAddr)
+	if l.perAddr <= 0 || !ok {
+		return netip.Addr{}, false
 	}
-	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+	addr, ok := netip.AddrFromSlice(tcp.IP)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	addr = addr.Unmap()
+	for _, p := range l.exempt {
+		if p.Contains(addr) {
+			return netip.Addr{}, false
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[addr] >= l.perAddr {
+		return netip.Addr{}, true
+	}
+	l.open[addr]++
+	return addr, true
 }
 
 func (l *limitListener) Close() error {
