@@ -61,8 +61,15 @@ type localHint struct {
 // maxLocalHints bounds the sold-out hints kept in process.
 const maxLocalHints = 10_000
 
+// maxLocalHint is how long a process believes a sold-out hint without
+// asking Redis. A release in another process clears the shared hint at
+// once, but not this copy: for that long, a buyer sent here may be told
+// sold_out about a unit that came back. A tenth of a second keeps that
+// short and still spares Redis all but ten asks a second per class.
+const maxLocalHint = 100 * time.Millisecond
+
 func newGate(r *Redis, c clock.Clock, ttl, hint, shedWait time.Duration, m *metrics) *Gate {
-	return &Gate{r: r, clock: c, ttl: ttl, hint: hint, wait: shedWait / 3, local: min(hint/2, 500*time.Millisecond), m: m,
+	return &Gate{r: r, clock: c, ttl: ttl, hint: hint, wait: shedWait / 3, local: min(hint/2, maxLocalHint), m: m,
 		hints: make(map[string]localHint), taken: make(map[string]time.Time), pending: make(map[string]chan struct{})}
 }
 
