@@ -54,8 +54,10 @@ func (m *metrics) hold(kind string, err error) {
 // /metrics. The route is public and never limited (Prometheus scrapes each
 // process directly, every few seconds), and gathering and encoding every
 // series costs milliseconds of CPU: a flood of scrapes must not cost that
-// each, only one a second.
-const scrapeFor = time.Second
+// each, only ten a second (a few percent of a core). A tenth of a second
+// is still fresh for anyone who reads twice to measure what happened in
+// between.
+const scrapeFor = 100 * time.Millisecond
 
 // scrapes serves the registry in Prometheus's text format, gathered at
 // most once per scrapeFor; scrapes that come meanwhile share it.

@@ -77,9 +77,10 @@ func TestProbesAndScrapesShareOneCheck(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// All n came within about a second: one or two checks, not n.
-	if c, g := checks.Load(), gathers.Load(); c > 2 || g > 2 {
-		t.Errorf("%d probes made %d checks and %d scrapes %d gatherings; want one or two each", n, c, n, g)
+	// All n came at once: one or two checks, not n; a few gatherings
+	// (one at a time, each serving a tenth of a second).
+	if c, g := checks.Load(), gathers.Load(); c > 2 || g > 8 {
+		t.Errorf("%d probes made %d checks and %d scrapes %d gatherings; want one or two checks, a few gatherings", n, c, n, g)
 	}
 	time.Sleep(readyFor + 50*time.Millisecond)
 	before := checks.Load()
