@@ -342,7 +342,7 @@ func (a *App) Close() {
 // those of one client address (the trusted proxies' excepted), so that one
 // client's idle keep-alive connections cannot take them all: a thousand
 // leaves room for a large office or a carrier's NAT. Neither the trusted
-// proxies nor this host's own addresses have that bound.
+// proxies nor loopback have that bound.
 const (
 	maxOpenConns    = 10_000
 	maxConnsPerAddr = 1_000
@@ -383,8 +383,8 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	a.runPayments(workers, &wg, ln.Addr())
 
 	if a.Config.Protect {
-		// The trusted proxies and this host (a sidecar proxy, a load test)
-		// are not one client each.
+		// The trusted proxies and loopback (a sidecar proxy, a load test
+		// on the host) are not one client each.
 		exempt := append(slices.Clone(a.Config.TrustedProxies), netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
 		ln = guard.LimitListener(ln, maxOpenConns, maxConnsPerAddr, exempt)
 	}

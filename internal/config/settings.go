@@ -138,7 +138,7 @@ func (c *Config) settings() []setting {
 		{env: "BERTH_REQUEST_LIMIT", flag: "request-limit", def: "100/1s", help: "requests per client (token subject, else address) per window on every route, or `off` for none",
 			v: rate(&c.RequestLimit)},
 		{env: "BERTH_ADDRESS_LIMIT", flag: "address-limit", def: "1000/1s",
-			help: "requests per client address per window on every route but the probes and the webhook, counted before authentication, or `off` for none",
+			help: "requests per client address (an IPv6 client: its /64) per window on every route but the probes and the webhook, paths no route serves included, counted before authentication, or `off` for none",
 			v:    rate(&c.AddressLimit)},
 		{env: "BERTH_TRUSTED_PROXIES", flag: "trusted-proxies",
 			help: "comma-separated addresses or CIDR ranges of the proxies in front of berth: from these, the client's address is taken from `X-Forwarded-For` for the address and request limits",

@@ -264,6 +264,19 @@ func TestNewRefusesZeroShedWait(t *testing.T) {
 	New(base.Test(clock.NewFake(time.Unix(1_800_000_000, 0))), Config{}, nil, nil)
 }
 
+// ClientNet keys an IPv4 client by its address and an IPv6 one by its /64.
+func TestClientNet(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"203.0.113.7": "203.0.113.7", "::ffff:203.0.113.7": "203.0.113.7",
+		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64", "2001:db8:1:2::9%eth0": "2001:db8:1:2::/64", "::1": "::/64",
+	} {
+		if got := ClientNet(netip.MustParseAddr(in)); got != want {
+			t.Errorf("ClientNet(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
 // One client address holds at most perAddr connections: one beyond is
 // closed at once, and accepted again once one of its others closes; an
 // exempt address (a trusted proxy) has no such bound.

@@ -443,10 +443,22 @@ func Acquire(ctx context.Context, pool *pgxpool.Pool, budget time.Duration) (*pg
 	return conn, nil
 }
 
+// ClientNet is the key of a client address in the address limits: the
+// address itself for IPv4, and its /64 for IPv6, since an IPv6 client is
+// normally given a whole /64 and could otherwise take a new address for
+// every connection or request.
+func ClientNet(a netip.Addr) string {
+	a = a.WithZone("").Unmap()
+	if a.Is6() {
+		return netip.PrefixFrom(a, 64).Masked().String()
+	}
+	return a.String()
+}
+
 // LimitListener returns ln accepting at most n connections at once: the
 // rest wait in the kernel's backlog. Every open connection costs a goroutine
 // and buffers, so this bounds them however many clients connect. With
-// perAddr > 0, one client address may hold at most perAddr of them: a
+// perAddr > 0, one client address (an IPv6 one's /64) may hold at most perAddr of them: a
 // connection beyond is closed as soon as it is accepted, so that one
 // client's idle connections cannot take every place. Addresses in exempt
 // (the trusted proxies, through which every client connects) have no such
@@ -516,6 +528,9 @@ func (l *limitListener) count(ra net.Addr) (netip.Addr, bool) {
 		if p.Contains(addr) {
 			return netip.Addr{}, false
 		}
+	}
+	if addr.Is6() {
+		addr = netip.PrefixFrom(addr, 64).Masked().Addr() // one client: its /64 (ClientNet)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -32,9 +32,24 @@ func TestAddressLimitRunsBeforeAuthentication(t *testing.T) {
 	if !equal(statuses, want) {
 		t.Errorf("unauthenticated flood from one address: %v, want %v", statuses, want)
 	}
-	// Nor are paths no route serves a way around it.
-	if r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/no/such/path"}); r.Status != http.StatusTooManyRequests {
-		t.Errorf("an unknown path from a limited address: %d, want 429", r.Status)
+	// Nor are paths no route serves a way around it, nor the mux's
+	// redirects of paths not in canonical form.
+	// (Not following the redirect: its target would be limited anyway.)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, p := range []string{"/no/such/path", "//airports", "/x/../airports", "/app"} {
+		req, err := http.NewRequest(http.MethodGet, s.URL+p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.URL.Opaque = "//" + req.URL.Host + p // sent as written, not cleaned by the client
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("%s from a limited address: %d, want 429", p, resp.StatusCode)
+		}
 	}
 	if r := s.Do(apptest.Request{Method: http.MethodGet, Path: "/paysim/checkout/txn_1"}); r.Status != http.StatusTooManyRequests {
 		t.Errorf("the simulator's page from a limited address: %d, want 429", r.Status)
@@ -142,8 +157,9 @@ func TestAddressLimitBehindTrustedProxies(t *testing.T) {
 		"198.51.100.9, 10.1.2.3", "6.6.6.6, 198.51.100.9, 10.1.2.3", // another, through both proxies, whatever it wrote itself
 		"198.51.100.9, 10.1.2.3",                           // its third
 		"2001:db8::7", "[2001:db8::7]", "2001:db8::7%eth0", // a third: one client however it is written
+		"2001:db8:1::1", "2001:db8:1::2", "2001:db8:1:0:ffff::3", // a fourth: an IPv6 client is its /64
 	)
-	if want := []int{200, 200, 429, 200, 200, 429, 200, 200, 429}; !equal(got, want) {
+	if want := []int{200, 200, 429, 200, 200, 429, 200, 200, 429, 200, 200, 429}; !equal(got, want) {
 		t.Errorf("two clients behind trusted proxies: %v, want %v", got, want)
 	}
 	// Without trusted proxies the header is the client's own word: every

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"path"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -82,13 +83,16 @@ type Deps struct {
 // Server is the HTTP API.
 type Server struct {
 	Deps
-	log     *slog.Logger
-	mux     *http.ServeMux
-	routes  []Route // what mux serves: the route table
-	metrics *metrics
-	tokens  *tokenCache // verified bearer tokens, with the surge layers on
-	assets  map[string]asset
-	carJSON sync.Map // car id → *encodedCar: its public JSON (publicCarJSON)
+	log    *slog.Logger
+	mux    *http.ServeMux
+	routes []Route // what mux serves: the route table
+	// patterns are the routes' mux patterns: what else the mux answers
+	// (its redirects of paths not in canonical form) is no route.
+	patterns map[string]bool
+	metrics  *metrics
+	tokens   *tokenCache // verified bearer tokens, with the surge layers on
+	assets   map[string]asset
+	carJSON  sync.Map // car id → *encodedCar: its public JSON (publicCarJSON)
 	// refusals limits the log lines of refused requests to one a second
 	// for each message and route.
 	refusals *lineLimit
@@ -105,7 +109,7 @@ func New(d Deps) *Server {
 	if d.HoldExtension <= 0 {
 		d.HoldExtension = 5 * time.Minute
 	}
-	s := &Server{Deps: d, log: d.Log, mux: http.NewServeMux(), metrics: newMetrics(d.Registry),
+	s := &Server{Deps: d, log: d.Log, mux: http.NewServeMux(), patterns: map[string]bool{}, metrics: newMetrics(d.Registry),
 		refusals: newLineLimit(time.Second), readiness: map[string]string{}}
 	if d.Guard.On() {
 		s.tokens = newTokenCache()
@@ -179,6 +183,7 @@ func (s *Server) handle(e entry) {
 		}
 	})
 	s.routes = append(s.routes, e.Route)
+	s.patterns[e.Pattern()] = true
 }
 
 func (s *Server) authenticate(r *http.Request, who access) (auth.Caller, error) {
@@ -231,6 +236,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Request-Id", requestID(r.Header.Get("X-Request-Id")))
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	h, pattern := s.mux.Handler(r)
+	routed := s.patterns[pattern] && !redirected(r, pattern)
 	defer func() {
 		if p := recover(); p != nil {
 			if err, ok := p.(error); ok && errors.Is(err, http.ErrAbortHandler) {
@@ -243,8 +249,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		route := pattern
-		if route == "" {
-			route = "unmatched"
+		if !routed {
+			route = "unmatched" // a bounded label, whatever the path
 		}
 		s.metrics.observe(route, rec.status, time.Since(start))
 	}()
@@ -252,7 +258,42 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.unmatched(rec, r, h)
 		return
 	}
+	if !routed {
+		// No route: limited by address like an unknown path.
+		if err := s.Guard.AdmitAddress(r.Context(), guard.LaneOther, s.clientAddr(r)); err != nil {
+			s.writeError(rec, r, err)
+			return
+		}
+	}
 	s.mux.ServeHTTP(rec, r)
+}
+
+// redirected reports whether the mux answers r, matched to pattern, with a
+// redirect rather than the route's handler: a path not in canonical form
+// (//airports, /a/../b), or a subtree's root without its slash (/app for
+// the pattern /app/).
+func redirected(r *http.Request, pattern string) bool {
+	if r.Method == http.MethodConnect {
+		return false
+	}
+	if cleanPath(r.URL.Path) != r.URL.Path {
+		return true
+	}
+	_, patPath, _ := strings.Cut(pattern, " ")
+	return strings.HasSuffix(patPath, "/") && !strings.HasPrefix(r.URL.Path, patPath)
+}
+
+// cleanPath is p as the mux serves it: rooted, without . and .. elements
+// or repeated slashes, with its trailing slash kept.
+func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 // unmatched answers a request no route took: 405 with Allow when the path

@@ -34,18 +34,20 @@ func clientKey(addr string, c auth.Caller, who access) string {
 // is the nearest address in X-Forwarded-For that is not a trusted proxy,
 // read from the right, where the proxies append: the entries further left
 // are whatever the client sent and are never believed. A malformed entry
-// ends the walk at the last address a trusted proxy vouched for.
+// ends the walk at the last address a trusted proxy vouched for. An IPv6
+// client is its /64 (ClientNet).
 func (s *Server) clientAddr(r *http.Request) string {
 	peer, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		peer = r.RemoteAddr
 	}
-	if len(s.TrustedProxies) == 0 {
+	addr, err := netip.ParseAddr(peer)
+	if err != nil {
 		return peer
 	}
-	addr, err := netip.ParseAddr(peer)
-	if err != nil || !s.trusted(addr) {
-		return peer
+	addr = addr.WithZone("").Unmap()
+	if len(s.TrustedProxies) == 0 || !s.trusted(addr) {
+		return guard.ClientNet(addr)
 	}
 	var hops []string
 	for _, h := range r.Header.Values("X-Forwarded-For") {
@@ -68,7 +70,7 @@ func (s *Server) clientAddr(r *http.Request) string {
 			break
 		}
 	}
-	return addr.String()
+	return guard.ClientNet(addr)
 }
 
 // trusted reports whether a is one of the trusted proxies.
