@@ -309,27 +309,44 @@ func TestRefundWebhookBeforeGatewayAnswer(t *testing.T) {
 // A refund.succeeded for other money than the refund berth asked for
 // (a partial refund, another currency) completes nothing, whether it
 // comes before berth has stored the gateway's answer or after; the
-// gateway's right report, coming later, still completes the refund once.
+// gateway's right report completes the refund once, whether it came
+// before the wrong one, after it, or after the link.
 func TestRefundReportedForOtherMoneyCompletesNothing(t *testing.T) {
 	t.Parallel()
-	for _, early := range []bool{true, false} {
-		t.Run(fmt.Sprintf("early=%v", early), func(t *testing.T) {
+	type report struct {
+		minus    int64 // taken off the refund's amount
+		currency string
+	}
+	wrong, otherCurrency, right := report{1, "VND"}, report{0, "USD"}, report{0, "VND"}
+	for name, c := range map[string]struct {
+		early, late []report // before berth stores the gateway's id; after
+		done        bool     // SUCCEEDED once all came
+	}{
+		"wrong early, right late":  {early: []report{otherCurrency}, late: []report{right}, done: true},
+		"wrong late, right late":   {late: []report{wrong, otherCurrency, right}, done: true},
+		"wrong early, right early": {early: []report{wrong, right}, done: true},
+		"right early, wrong early": {early: []report{right, otherCurrency}, done: true},
+		"only wrong":               {early: []report{wrong}, late: []report{otherCurrency}, done: false},
+	} {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			g := &fakeGateway{t: t}
 			s := startWithGateway(t, g)
 			pool := s.App.Pool
-			send := func(gatewayID string, amount int64, currency string) {
+			send := func(gatewayID string, amount int64, rp report) {
 				t.Helper()
 				if r := paytest.Send(t, s.URL, s.Clock.Now(), payment.RefundSucceeded, payment.WebhookData{
-					ProviderTxnID: gatewayID, Amount: amount, Currency: currency}); r.Status != http.StatusOK {
+					ProviderTxnID: gatewayID, Amount: amount - rp.minus, Currency: rp.currency}); r.Status != http.StatusOK {
 					t.Errorf("refund webhook: %d %s, want 200", r.Status, r.Body)
 				}
 			}
 			var once sync.Once
-			if early {
-				g.beforeRefund = func(req payment.GatewayRefundRequest, refundID string) {
-					once.Do(func() { send(refundID, req.Amount, "USD") })
-				}
+			g.beforeRefund = func(req payment.GatewayRefundRequest, refundID string) {
+				once.Do(func() {
+					for _, rp := range c.early {
+						send(refundID, req.Amount, rp)
+					}
+				})
 			}
 			flightID := newFlight(t, s)
 			id := hold(t, s, 7, flightID, "10A")
@@ -352,22 +369,21 @@ func TestRefundReportedForOtherMoneyCompletesNothing(t *testing.T) {
 				refund()
 				return gatewayID != ""
 			})
-			if !early {
-				send(gatewayID, price-1, "VND")
-				send(gatewayID, price, "USD")
+			for _, rp := range c.late {
+				if rp == right && refund() != "REQUESTED" {
+					t.Fatalf("refund before the right report: %s, want REQUESTED", status)
+				}
+				send(gatewayID, price, rp)
 			}
-			if st := refund(); st != "REQUESTED" {
-				t.Fatalf("refund after a report for other money: %s, want REQUESTED", st)
+			want, completed := "REQUESTED", 0
+			if c.done {
+				want, completed = "SUCCEEDED", 1
 			}
-			if n := events(t, pool, id, "refund.completed"); n != 0 {
-				t.Errorf("%d refund.completed events after a report for other money, want 0", n)
+			if st := refund(); st != want {
+				t.Errorf("refund after every report: %s, want %s", st, want)
 			}
-			send(gatewayID, price, "VND")
-			if st := refund(); st != "SUCCEEDED" {
-				t.Errorf("refund after the right report: %s, want SUCCEEDED", st)
-			}
-			if n := events(t, pool, id, "refund.completed"); n != 1 {
-				t.Errorf("%d refund.completed events, want 1", n)
+			if n := events(t, pool, id, "refund.completed"); n != completed {
+				t.Errorf("%d refund.completed events, want %d", n, completed)
 			}
 			settle(t, s, relay)
 			mustAudit(t, s)

@@ -200,9 +200,9 @@ func (r *Refunds) Run(ctx context.Context, interval time.Duration) {
 // webhook came first, the refund is completed now: both sides upsert the
 // gateway_refund row, so whichever commits second sees the other.
 //
-// A refund.succeeded that came first for other money than the refund's is
-// forgotten (and logged) instead: the gateway's right report may still
-// come and complete it.
+// Reports that came first are kept, each distinct one: if none is for the
+// refund's money they are forgotten (and logged) instead, and the
+// gateway's right report may still come and complete it.
 func (r *Refunds) link(ctx context.Context, tx pgx.Tx, id int64, gatewayID string) error {
 	want := refundMoney{id: id}
 	err := tx.QueryRow(ctx, `UPDATE refund SET gateway_refund_id = $2 WHERE id = $1 RETURNING amount, currency`,
@@ -211,20 +211,23 @@ func (r *Refunds) link(ctx context.Context, tx pgx.Tx, id int64, gatewayID strin
 		return fmt.Errorf("store gateway id of refund %d: %w", id, err)
 	}
 	var (
-		succeeded bool
-		amount    *int64
-		currency  *string
+		succeeded, matched bool
+		amount             *int64
+		currency           *string
 	)
 	err = tx.QueryRow(ctx, `INSERT INTO gateway_refund (gateway_refund_id, refund_id) VALUES ($1, $2)
 		ON CONFLICT (gateway_refund_id) DO UPDATE SET refund_id = EXCLUDED.refund_id
-		RETURNING succeeded_at IS NOT NULL, amount, currency`, gatewayID, id).Scan(&succeeded, &amount, &currency)
+		RETURNING succeeded_at IS NOT NULL,
+			coalesce(reports @> jsonb_build_array(jsonb_build_object('amount', $3::bigint, 'currency', $4::text))
+				OR (reports = '[]' AND amount = $3 AND currency = $4), false), -- recorded before reports were kept
+			amount, currency`, gatewayID, id, want.amount, want.currency).Scan(&succeeded, &matched, &amount, &currency)
 	if err != nil {
 		return fmt.Errorf("link refund %d to %s: %w", id, gatewayID, err)
 	}
 	if !succeeded {
 		return nil
 	}
-	if amount == nil || currency == nil || !want.matches(*amount, *currency) {
+	if !matched {
 		r.s.refundMismatch(want, gatewayID, deref(amount), deref(currency))
 		return forgetRefundReport(ctx, tx, gatewayID)
 	}

@@ -326,11 +326,16 @@ func (s *Service) refundSucceeded(ctx context.Context, d WebhookData) (string, e
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.clock.Now()
 		var refundID *int64
-		err := tx.QueryRow(ctx, `INSERT INTO gateway_refund (gateway_refund_id, amount, currency, succeeded_at)
-			VALUES ($1, $2, $3, $4)
+		// Before the link, every distinct report is kept (reports): the
+		// link completes the refund if one of them is its money. After it,
+		// a report is checked at once, below.
+		err := tx.QueryRow(ctx, `INSERT INTO gateway_refund (gateway_refund_id, amount, currency, succeeded_at, reports)
+			VALUES ($1, $2, $3, $4, jsonb_build_array(jsonb_build_object('amount', $2::bigint, 'currency', $3::text)))
 			ON CONFLICT (gateway_refund_id) DO UPDATE
-				SET amount = EXCLUDED.amount, currency = EXCLUDED.currency, succeeded_at = EXCLUDED.succeeded_at
+				SET amount = EXCLUDED.amount, currency = EXCLUDED.currency, succeeded_at = EXCLUDED.succeeded_at,
+					reports = gateway_refund.reports || EXCLUDED.reports
 				WHERE gateway_refund.succeeded_at IS NULL
+					OR (gateway_refund.refund_id IS NULL AND NOT gateway_refund.reports @> EXCLUDED.reports)
 			RETURNING refund_id`, d.ProviderTxnID, d.Amount, d.Currency, now).Scan(&refundID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			result = "duplicate"
@@ -366,7 +371,7 @@ func (s *Service) refundSucceeded(ctx context.Context, d WebhookData) (string, e
 // forgetRefundReport undoes what a refund.succeeded recorded of gateway
 // refund id, keeping the link to berth's refund.
 func forgetRefundReport(ctx context.Context, tx pgx.Tx, id string) error {
-	_, err := tx.Exec(ctx, `UPDATE gateway_refund SET amount = NULL, currency = NULL, succeeded_at = NULL
+	_, err := tx.Exec(ctx, `UPDATE gateway_refund SET amount = NULL, currency = NULL, succeeded_at = NULL, reports = '[]'
 		WHERE gateway_refund_id = $1`, id)
 	if err != nil {
 		return fmt.Errorf("forget the report of refund %s: %w", id, err)
