@@ -89,9 +89,11 @@ func TestBrowserSigninKeepsSession(t *testing.T) {
 }
 
 // A token handed over in the URL's fragment is kept only once the server
-// has accepted it: a forged one leaves the session as it was and says
-// unauthenticated; a good one signs the browser in. Either way the
-// fragment leaves the address bar.
+// has accepted it: a forged one leaves the session as it was, says
+// unauthenticated and leaves the address bar. One the server could not
+// check (busy) stays in the address bar, unkept, with a way to ask again,
+// which then signs the browser in. A redirect to the page already open
+// (only the fragment changes) counts too.
 func TestBrowserFragmentTokenIsChecked(t *testing.T) {
 	t.Parallel()
 	e := start(t)
@@ -99,6 +101,7 @@ func TestBrowserFragmentTokenIsChecked(t *testing.T) {
 	forged := good[:strings.LastIndex(good, ".")+1] + "c2lnbmVkIGJ5IG5vYm9keQ"
 
 	tb := e.tab("customer", auth.Customer, 5111)
+	before := eval[string](tb, `sessionStorage.getItem('berth.token') || ''`)
 	tb.open("/app/bookings#access_token="+forged, `[role="alert"]`)
 	if got := tb.text(`[role="alert"]`); !strings.Contains(got, "unauthenticated") {
 		t.Errorf("forged token: alert %q, want unauthenticated", got)
@@ -110,10 +113,24 @@ func TestBrowserFragmentTokenIsChecked(t *testing.T) {
 		t.Errorf("forged token: the address still has %q", got)
 	}
 
-	tb.open("/app/host#access_token="+good, `#who button`) // another path: a load, as after a redirect
+	// The server is busy when the token comes, by a fragment change only.
+	eval[bool](tb, `window.fetch = () => Promise.resolve(new Response(JSON.stringify({code: 'overloaded', status: 503, title: 'Service Unavailable', detail: 'busy'}),
+  {status: 503, headers: {'Content-Type': 'application/problem+json', 'Retry-After': '1'}})); true`)
+	eval[bool](tb, fmt.Sprintf(`location.hash = '#access_token=%s'; true`, good))
+	tb.waitFor("the overloaded alert", `document.querySelector('[role="alert"]')?.textContent.includes('overloaded')`)
+	if got := eval[string](tb, `location.hash`); !strings.Contains(got, "access_token=") {
+		t.Errorf("busy: the token left the address bar (%q): a reload could not ask again", got)
+	}
+	if got := eval[string](tb, `sessionStorage.getItem('berth.token') || ''`); got != before {
+		t.Errorf("busy: the stored token changed")
+	}
+	tb.click(`#main button`) // Try again: a reload, with the server answering
 	tb.waitFor("the good token kept", `document.querySelector('#who')?.textContent.includes('Signed in as host 5112')`)
 	if got := eval[string](tb, `sessionStorage.getItem('berth.token') || ''`); got != good {
 		t.Errorf("good token: stored %q", got)
+	}
+	if got := eval[string](tb, `location.hash`); got != "" {
+		t.Errorf("good token: the address still has %q", got)
 	}
 	tb.check("bookings (token from the fragment)")
 }

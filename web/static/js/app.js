@@ -97,13 +97,14 @@ function markNav() {
 }
 
 // A token handed over in the URL's fragment (#access_token=…, as an
-// identity provider's redirect gives it) is removed from the URL and kept
-// once the server has accepted it; one it refuses leaves the session as it
-// was, and the page says why. Returns that alert, or null.
+// identity provider's redirect gives it) is kept once the server has
+// accepted it, and removed from the URL; one it refuses is removed too and
+// leaves the session as it was. When the server could not say (busy, or
+// not reached), the fragment stays, so that a reload asks again. Returns
+// the alert to show, or null.
 async function takeFragmentToken() {
   const m = /(?:^|&)access_token=([^&]+)/.exec(location.hash.slice(1));
   if (!m) return null;
-  history.replaceState(null, '', location.pathname + location.search);
   let t;
   try {
     t = decodeURIComponent(m[1]);
@@ -112,7 +113,20 @@ async function takeFragmentToken() {
   }
   const refused = await checkToken(t);
   if (!refused) setToken(t);
-  return refused;
+  if (!refused || refused.final) {
+    history.replaceState(null, '', location.pathname + location.search);
+    return refused?.alert || null;
+  }
+  return h('div', {}, refused.alert, h('p', {}, 'Your sign-in could not be checked just now. ',
+    h('button', { type: 'button', onclick: () => location.reload() }, 'Try again')));
+}
+
+// start renders the page, once a token in the fragment has been dealt with.
+function start() {
+  takeFragmentToken().then((alert) => {
+    render();
+    if (alert) document.getElementById('main').prepend(alert);
+  });
 }
 
 document.addEventListener('click', (e) => {
@@ -124,7 +138,8 @@ document.addEventListener('click', (e) => {
   navigate(url.pathname + url.search);
 });
 window.addEventListener('popstate', render);
-takeFragmentToken().then((refused) => {
-  render();
-  if (refused) document.getElementById('main').prepend(refused);
+// A sign-in redirect to the page already open changes only the fragment.
+window.addEventListener('hashchange', () => {
+  if (/(?:^|&)access_token=/.test(location.hash.slice(1))) start();
 });
+start();

@@ -24,7 +24,7 @@ export function signinPage(page) {
         const refused = await checkToken(t);
         button.disabled = false;
         if (refused) {
-          msg.replaceChildren(refused);
+          msg.replaceChildren(refused.alert);
           return;
         }
         setToken(t);
@@ -36,16 +36,21 @@ export function signinPage(page) {
 }
 
 // checkToken asks the server whether it takes the bearer token t, before
-// anything keeps it: null when it does, else the alert to show. The app
-// itself only reads a token's claims; the server checks its signature, so
-// one cheap call every role may make, with t, decides.
+// anything keeps it: null when it does, else {alert, final}: the alert to
+// show, and whether the answer is final (the token is refused) or only
+// for now (rate_limited, overloaded, a network error: asking again may
+// take it). The app itself only reads a token's claims; the server checks
+// its signature, so one cheap call every role may make, with t, decides.
 export async function checkToken(t) {
-  const refused = () => h('div', { class: 'alert', role: 'alert' }, 'That is not a valid, unexpired token. Code: ', h('code', {}, 'unauthenticated'));
+  const refused = () => ({
+    alert: h('div', { class: 'alert', role: 'alert' }, 'That is not a valid, unexpired token. Code: ', h('code', {}, 'unauthenticated')),
+    final: true,
+  });
   if (!claimsOf(t)) return refused();
   try {
     await api('GET', '/bookings?limit=1', { bearer: t });
     return null;
   } catch (err) {
-    return err.status === 401 ? refused() : errorBox(err);
+    return err.status === 401 ? refused() : { alert: errorBox(err), final: false };
   }
 }
