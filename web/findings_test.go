@@ -292,7 +292,8 @@ func TestBrowserWaitingRoomRetryAfter(t *testing.T) {
 }
 
 // A car booking's row, in the host's list and in the customer's, says
-// when the car is booked, not only its number.
+// which car (its model) and when it is booked, in the car's time zone as
+// its page does, not only the car's number.
 func TestBrowserCarBookingRowSaysThePeriod(t *testing.T) {
 	t.Parallel()
 	e := start(t)
@@ -309,8 +310,9 @@ func TestBrowserCarBookingRowSaysThePeriod(t *testing.T) {
 	}{{"host", auth.Host, 5301, "/app/host"}, {"customer", auth.Customer, 5302, "/app/bookings"}} {
 		tb := e.tab(c.name, c.role, c.sub)
 		tb.open(c.path, fmt.Sprintf(`a[href="/app/bookings/%d"]`, id))
+		tb.waitFor("the car's model in the row", row+`.includes('Toyota Vios')`)
 		text := eval[string](tb, row)
-		for _, want := range []string{from.Format("2 Jan"), to.Format("2 Jan")} {
+		for _, want := range []string{from.Format("2 Jan"), to.Format("2 Jan"), "GMT+7"} { // the car's zone (Hanoi), not the browser's
 			if !strings.Contains(text, want) {
 				t.Errorf("%s: row %q does not say %q", c.name, text, want)
 			}

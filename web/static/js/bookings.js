@@ -63,13 +63,29 @@ async function waitlistSection() {
   return box;
 }
 
+// carInfo holds the public view of each car a list names, asked once
+// however many rows name it (null when it could not be read).
+const carInfo = new Map();
+function carOf(id) {
+  if (!carInfo.has(id)) carInfo.set(id, api('GET', `/cars/${id}`).catch(() => null));
+  return carInfo.get(id);
+}
+
 // bookingRow is a booking's row in a list, linked to its page; extra(b)
-// fills an Actions column. A car booking says its period, in the
-// browser's time zone (the row does not know the car's city).
+// fills an Actions column. A car booking says its car's model and its
+// period in the car's time zone, as its page does, once the car is read
+// (until then, or if it cannot be, the car's number and the browser's
+// zone).
 export function bookingRow(b, extra) {
+  const what = h('td', {}, b.kind === 'flight' ? `Flight ${b.flightId}, ${titleCase(b.fareClass)} ×${b.quantity}` : `Car ${b.carId}, ${period(b.from, b.to)}`);
+  if (b.kind === 'car') {
+    carOf(b.carId).then((c) => {
+      if (c) what.textContent = `${c.model} (car ${b.carId}), ${period(b.from, b.to, c.timeZone)}`;
+    });
+  }
   return h('tr', {},
     h('td', {}, h('a', { href: `/app/bookings/${b.bookingId}` }, `#${b.bookingId}`)),
-    h('td', {}, b.kind === 'flight' ? `Flight ${b.flightId}, ${titleCase(b.fareClass)} ×${b.quantity}` : `Car ${b.carId}, ${period(b.from, b.to)}`),
+    what,
     h('td', {}, h('span', { class: 'status', dataset: { bookingStatus: b.status } }, b.status)),
     h('td', { class: 'num' }, money(b.amount, b.currency)),
     extra ? h('td', {}, extra(b)) : null);

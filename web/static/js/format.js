@@ -20,8 +20,11 @@ export function dateTime(iso, tz) {
 // period formats a booking's [from, to) briefly, in zone tz (the
 // browser's own when not given), naming the zone once: "20 Dec, 09:00 –
 // 23 Dec, 09:00 GMT+7".
+// The year is said when the period is not all within this year.
 export function period(from, to, tz) {
-  const opts = { timeZone: tz, day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit' };
+  const thisYear = new Date().getFullYear();
+  const otherYear = [from, to].some((t) => new Date(t).getFullYear() !== thisYear);
+  const opts = { timeZone: tz, day: 'numeric', month: 'short', year: otherYear ? 'numeric' : undefined, hour: '2-digit', minute: '2-digit' };
   const start = new Intl.DateTimeFormat(LOCALE, opts).format(new Date(from));
   const end = new Intl.DateTimeFormat(LOCALE, { ...opts, timeZoneName: 'short' }).format(new Date(to));
   return `${start} – ${end}`;
