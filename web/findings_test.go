@@ -12,6 +12,12 @@ import (
 	"berth.dev/berth/internal/auth"
 )
 
+// forge returns token with its signature replaced: claims that read as
+// good, which the server must refuse.
+func forge(token string) string {
+	return token[:strings.LastIndex(token, ".")+1] + "c2lnbmVkIGJ5IG5vYm9keQ"
+}
+
 // inView is true when the element sel is on screen.
 func inView(sel string) string {
 	return fmt.Sprintf(`(() => { const el = document.querySelector(%q); if (!el) return false;
@@ -54,7 +60,7 @@ func TestBrowserSigninKeepsSession(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	good := e.srv.Token(auth.Admin, 5102)
-	forged := good[:strings.LastIndex(good, ".")+1] + "c2lnbmVkIGJ5IG5vYm9keQ"
+	forged := forge(good)
 
 	tb := e.tab("customer", auth.Customer, 5101)
 	tb.open("/app/signin", "textarea")
@@ -98,7 +104,7 @@ func TestBrowserFragmentTokenIsChecked(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	good := e.srv.Token(auth.Host, 5112)
-	forged := good[:strings.LastIndex(good, ".")+1] + "c2lnbmVkIGJ5IG5vYm9keQ"
+	forged := forge(good)
 
 	tb := e.tab("customer", auth.Customer, 5111)
 	before := eval[string](tb, `sessionStorage.getItem('berth.token') || ''`)

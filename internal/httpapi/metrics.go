@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
-	"golang.org/x/sync/singleflight"
 
 	"berth.dev/berth/internal/fault"
 )
@@ -62,27 +60,17 @@ const scrapeFor = 100 * time.Millisecond
 // scrapes serves the registry in Prometheus's text format, gathered at
 // most once per scrapeFor; scrapes that come meanwhile share it.
 type scrapes struct {
-	reg  prometheus.Gatherer
-	last atomic.Pointer[scrape]
-	once singleflight.Group
+	reg    prometheus.Gatherer
+	latest fresh[*scrape]
 }
 
 type scrape struct {
-	at   time.Time
 	body []byte
 	err  error
 }
 
 func (sc *scrapes) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	cur := sc.last.Load()
-	if cur == nil || time.Since(cur.at) >= scrapeFor {
-		v, _, _ := sc.once.Do("", func() (any, error) {
-			cur := sc.gather()
-			sc.last.Store(cur)
-			return cur, nil
-		})
-		cur = v.(*scrape)
-	}
+	cur := sc.latest.get(scrapeFor, sc.gather)
 	if cur.err != nil {
 		http.Error(w, cur.err.Error(), http.StatusInternalServerError)
 		return
@@ -103,6 +91,6 @@ func (sc *scrapes) gather() *scrape {
 			}
 		}
 	}
-	out.body, out.err, out.at = buf.Bytes(), err, time.Now()
+	out.body, out.err = buf.Bytes(), err
 	return out
 }

@@ -24,8 +24,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"golang.org/x/sync/singleflight"
-
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
@@ -97,11 +95,10 @@ type Server struct {
 	// for each message and route.
 	refusals *lineLimit
 	// readiness is each dependency's state at the last /readyz check, for
-	// its log lines; ready is that check, readyOnce runs one at a time.
+	// its log lines; ready is that check.
 	readyMu   sync.Mutex
 	readiness map[string]string
-	ready     atomic.Pointer[readyCheck]
-	readyOnce singleflight.Group
+	ready     fresh[*readyCheck]
 }
 
 // New returns the API's handler.
@@ -379,22 +376,12 @@ const readyFor = time.Second
 // readyCheck is one check of every dependency: each one's state, and those
 // unavailable.
 type readyCheck struct {
-	at   time.Time
 	out  map[string]string
 	down []string
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ auth.Caller) error {
-	res := s.ready.Load()
-	if res == nil || time.Since(res.at) >= readyFor {
-		// One check at a time; those that come meanwhile share its answer.
-		v, _, _ := s.readyOnce.Do("", func() (any, error) {
-			res := s.checkReady()
-			s.ready.Store(res)
-			return res, nil
-		})
-		res = v.(*readyCheck)
-	}
+	res := s.ready.get(readyFor, s.checkReady)
 	if len(res.down) > 0 {
 		return &fault.Error{Code: fault.Overloaded, Detail: "not ready: " + strings.Join(res.down, ", ") + " unavailable",
 			RetryAfter: 5 * time.Second, Extra: map[string]any{"checks": res.out}}
@@ -429,7 +416,6 @@ func (s *Server) checkReady() *readyCheck {
 		s.noteReadiness(name, res.out[name], err)
 	}
 	sort.Strings(res.down)
-	res.at = time.Now()
 	return res
 }
 
