@@ -227,10 +227,16 @@ export async function bookingPage(page, id) {
     if (b.status !== before.status) announce(`The booking is now ${titleCase(b.status)}.`);
   }
 
-  async function pay() {
+  // pay starts one charge: the button stays disabled while the attempt is
+  // in flight, so a double click does not start a second one (with a key
+  // of its own).
+  async function pay(e) {
+    const button = e.currentTarget;
+    if (button.disabled) return;
     errors.clear();
     try {
-      const p = await send('POST', `/bookings/${id}/payments`, undefined);
+      const p = await whileBusy(button, () => send('POST', `/bookings/${id}/payments`, undefined));
+      button.disabled = true; // on the way to the checkout
       location.assign(p.checkoutUrl);
     } catch (err) {
       errors.error(err);

@@ -112,11 +112,15 @@ export function moreButton(label, action, onclick) {
 
 // whileBusy runs work with button disabled: a second click while it runs
 // asks for nothing twice.
+// A disabled button loses the focus (to the body): it gets it back when it
+// is enabled again, if nothing else took it meanwhile.
 export async function whileBusy(button, work) {
+  const had = document.activeElement === button;
   button.disabled = true;
   try {
     return await work();
   } finally {
     button.disabled = false;
+    if (had && button.isConnected && (!document.activeElement || document.activeElement === document.body)) button.focus();
   }
 }

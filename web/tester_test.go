@@ -1,0 +1,62 @@
+package web_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/auth"
+)
+
+// countPosts makes the tab note every POST whose URL contains part (in
+// window.__posts) and hold it back for a second, so that it is still in
+// flight when a second click comes.
+func countPosts(part string) string {
+	return fmt.Sprintf(`(() => { const real = window.fetch; window.__posts = [];
+  window.fetch = (url, opts) => {
+    if ((opts?.method || 'GET') !== 'POST' || !String(url).includes(%q)) return real(url, opts);
+    window.__posts.push(opts.headers?.['Idempotency-Key'] || '');
+    return new Promise((r) => setTimeout(r, 1000)).then(() => real(url, opts));
+  };
+  return true; })()`, part)
+}
+
+// A double click on Pay starts one charge: the second click, while the
+// first is in flight, sends nothing.
+func TestBrowserPayDoubleClick(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	car := e.car(6001, "30A-600.01")
+	from := e.srv.Clock.Now().Add(72 * time.Hour)
+	id := e.carBooking(6002, car, from, from.Add(24*time.Hour), false)
+	tb := e.tab("customer", auth.Customer, 6002)
+	tb.open(fmt.Sprintf("/app/bookings/%d", id), `[data-action="pay"]`)
+	_ = eval[bool](tb, countPosts("/payments"))
+	_ = eval[bool](tb, `(() => { const b = document.querySelector('[data-action="pay"]'); b.click(); b.click(); return true })()`)
+	if got := eval[int](tb, `window.__posts.length`); got != 1 {
+		t.Errorf("a double click on Pay sent %d POST /payments, want 1", got)
+	}
+}
+
+// A double click on "Yes, cancel" cancels once: no invalid_state alert
+// over the cancelled booking; the focus stays off the body.
+// In the waiting room the map's refresh does not give Hold back: a second
+// press cannot start another queue and more holds.
+// The focus stays on something after actions that redraw or disable the
+// control pressed: cancelling, releasing a hold, More time, a Hold
+// refused, the calendar's next month.
+// oneLine is true when every element sel's text is on one line.
+func oneLine(sel string) string {
+	return fmt.Sprintf(`[...document.querySelectorAll(%q)].filter((el) => el.checkVisibility()).map((el) => {
+  const r = document.createRange(); r.selectNodeContents(el);
+  const tops = new Set([...r.getClientRects()].filter((x) => x.width > 0).map((x) => Math.round(x.top)));
+  return tops.size > 1 ? el.textContent : '';
+}).filter(Boolean)`, sel)
+}
+
+// At 390 px the booking lists keep ids, statuses and actions whole.
+// After the admin raises the limit, the buyer's stale sold_out alert goes
+// once the fare box shows seats again.
+// A refused overbook change puts the current limit back in the field and
+// says why in the form's own words.
+// A departed flight's map and fares do not say available or left.
