@@ -40,6 +40,28 @@ func TestBrowserPayDoubleClick(t *testing.T) {
 
 // A double click on "Yes, cancel" cancels once: no invalid_state alert
 // over the cancelled booking; the focus stays off the body.
+func TestBrowserCancelDoubleClick(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	car := e.car(6101, "30A-610.01")
+	from := e.srv.Clock.Now().Add(72 * time.Hour)
+	id := e.carBooking(6102, car, from, from.Add(24*time.Hour), true)
+	tb := e.tab("customer", auth.Customer, 6102)
+	tb.open(fmt.Sprintf("/app/bookings/%d", id), `[data-action="cancel"]`)
+	tb.click(`[data-action="cancel"]`)
+	tb.waitVisible(`[data-action="confirm-cancel"]`)
+	_ = eval[bool](tb, countPosts("/cancel"))
+	_ = eval[bool](tb, `(() => { const b = document.querySelector('[data-action="confirm-cancel"]'); b.click(); b.click(); return true })()`)
+	tb.waitStatus("CANCELLED")
+	time.Sleep(1500 * time.Millisecond)
+	if got := eval[int](tb, `window.__posts.length`); got != 1 {
+		t.Errorf("a double click on Yes, cancel sent %d cancels, want 1", got)
+	}
+	if eval[bool](tb, `!!document.querySelector('[role="alert"]')`) {
+		t.Errorf("an alert shows over the cancelled booking: %q", tb.text(`[role="alert"]`))
+	}
+}
+
 // In the waiting room the map's refresh does not give Hold back: a second
 // press cannot start another queue and more holds.
 // The focus stays on something after actions that redraw or disable the

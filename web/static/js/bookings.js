@@ -203,7 +203,7 @@ export async function bookingPage(page, id) {
       actions.append(h('button', { type: 'button', class: 'danger', dataset: { action: 'cancel' }, onclick: askCancel }, b.status === 'HELD' ? 'Release hold' : 'Cancel booking'));
     }
     // replaceChildren would show a null as the text "null": only nodes.
-    body.replaceChildren(...[h('p', {}, 'Status: ', status), facts, clock, actions, eventsBox].filter(Boolean));
+    body.replaceChildren(...[h('p', { tabindex: '-1', dataset: { statusLine: '' } }, 'Status: ', status), facts, clock, actions, eventsBox].filter(Boolean));
   }
 
   const eventsBox = h('section', { 'aria-label': 'Events' });
@@ -252,6 +252,8 @@ export async function bookingPage(page, id) {
       b = await api('POST', `/bookings/${id}/extend`);
       await loadEvents();
       draw();
+      // The redrawn page's More time has the focus, as the old one had.
+      refocus('[data-action="extend"]');
       announce(`The hold now lasts until ${dateTime(b.holdExpiresAt, ctx.tz)}.`);
     } catch (err) {
       errors.error(err);
@@ -264,10 +266,25 @@ export async function bookingPage(page, id) {
       b = await api('POST', `/bookings/${id}/${what}`);
       await loadEvents();
       draw();
+      refocus(`[data-action="${what === 'pickup' ? 'return' : 'pickup'}"]`);
       announce(`The booking is now ${titleCase(b.status)}.`);
     } catch (err) {
       errors.error(err);
     }
+  }
+
+  // refocus puts the focus, after a redraw took away the control that had
+  // it, on sel or else on the status line (never on the page's body).
+  function refocus(sel) {
+    (body.querySelector(sel) || body.querySelector('[data-status-line]'))?.focus();
+  }
+
+  // focusAlert moves the focus to the alert just shown.
+  function focusAlert() {
+    const alert = errors.el.querySelector('[role="alert"]');
+    if (!alert) return;
+    alert.tabIndex = -1;
+    alert.focus();
   }
 
   // askCancel shows what a cancellation now refunds, by the rule the
@@ -305,16 +322,27 @@ export async function bookingPage(page, id) {
     keep.focus();
   }
 
-  async function doCancel() {
+  // doCancel cancels once: the question's buttons are disabled while the
+  // cancellation is in flight, so a double click sends one request. The
+  // question then closes, and the focus goes to the new status (or to the
+  // alert), not to the page's body.
+  async function doCancel(e) {
+    const question = e.currentTarget.closest('[role="dialog"]');
+    if (question.dataset.busy) return;
+    question.dataset.busy = 'true';
+    for (const button of question.querySelectorAll('button')) button.disabled = true;
+    question.querySelector('[data-action="confirm-cancel"]').focus(); // kept while disabled
     try {
       b = await api('POST', `/bookings/${id}/cancel`);
       quote.clear();
       await loadEvents();
       draw();
+      refocus('[data-status-line]');
       announce(`Cancelled. Refund: ${money(b.refundAmount || 0, b.currency)}.`);
     } catch (err) {
       quote.clear();
       errors.error(err);
+      focusAlert();
     }
   }
 
