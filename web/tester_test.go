@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +82,25 @@ func oneLine(sel string) string {
 // once the fare box shows seats again.
 // A refused overbook change puts the current limit back in the field and
 // says why in the form's own words.
+func TestBrowserOverbookRefused(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 1, 2)
+	e.srv.Customer(6601).HoldQuantity(t, id, "ECONOMY", 8)
+	admin := e.tab("admin", auth.Admin, 1)
+	row := fmt.Sprintf(`[data-flight="%d"] [data-fare="ECONOMY"]`, id)
+	admin.open("/app/admin?from=SGN&to=HAN", row)
+	admin.run(setValue(row+` input[type="number"]`, "0"))
+	admin.click(row + ` [data-action="overbook"]`)
+	admin.waitFor("the refusal", fmt.Sprintf(`document.querySelector('[data-flight="%d"] [role="alert"]')?.textContent.includes('invalid_state')`, id))
+	got := admin.text(fmt.Sprintf(`[data-flight="%d"] [role="alert"]`, id))
+	if strings.Contains(strings.ToLower(got), "booking") || !strings.Contains(got, "sold and held") {
+		t.Errorf("the refusal says %q, want the limit's own words", got)
+	}
+	if v := eval[string](admin, `document.querySelector('`+row+` input[type="number"]').value`); v != "2" {
+		t.Errorf("after the refusal the field says %s, want the current limit 2", v)
+	}
+	admin.check("admin (overbook refused)")
+}
+
 // A departed flight's map and fares do not say available or left.

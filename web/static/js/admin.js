@@ -8,6 +8,10 @@ import { dateTime, titleCase } from './format.js';
 // class's capacity).
 const MAX_OVERBOOK = 1000;
 
+// LIMIT_WORDS says the overbook form's refusals in its own terms (the
+// general words for invalid_state are about a booking).
+const LIMIT_WORDS = { invalid_state: 'The limit cannot go below what is already sold and held.' };
+
 export async function adminPage(page) {
   page.title('Admin');
   page.main.append(h('h1', {}, 'Operations'));
@@ -60,6 +64,9 @@ export async function adminPage(page) {
       h('button', { type: 'submit', class: 'secondary', dataset: { action: 'waiting-room' } }, 'Save'), ' ', queued),
       msg.el);
     const fareInputs = new Map();
+    // limits holds each class's current limit (the server's), put back in
+    // its field when a change is refused.
+    const limits = new Map();
     function draw(nf) {
       queued.textContent = nf.waitingRoom.enabled ? `${nf.waitingRoom.queued} waiting` : '';
       for (const fa of nf.fares) {
@@ -81,12 +88,14 @@ export async function adminPage(page) {
                   msg.show(h('span', { role: 'status', class: 'ok' }, `${titleCase(fa.fareClass)}: overbook limit now ${limit.value}.`));
                   await refresh();
                 } catch (err) {
-                  msg.error(err);
+                  msg.error(err, LIMIT_WORDS);
+                  limit.value = String(limits.get(fa.fareClass));
                 }
               },
             }, limit, h('button', { type: 'submit', class: 'secondary', dataset: { action: 'overbook' } }, 'Set'))));
           counters.append(row);
         }
+        limits.set(fa.fareClass, fa.overbookLimit);
         for (const k of ['capacity', 'sold', 'held', 'available']) row.querySelector(`[data-n="${k}"]`).textContent = String(fa[k]);
       }
     }

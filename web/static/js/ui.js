@@ -44,8 +44,9 @@ const WORDS = {
 };
 
 // errorBox renders an API error in words, with its code, as an alert that
-// screen readers announce.
-export function errorBox(err) {
+// screen readers announce. own gives a form its own words for some codes
+// (the admin's overbook limit is not a booking, say).
+export function errorBox(err, own = {}) {
   if (!err.code) {
     // Not an answer of the API but a failure in this page itself: there
     // is no code to show, only what broke.
@@ -53,7 +54,7 @@ export function errorBox(err) {
       h('strong', {}, 'Something went wrong in this page; reloading it may help.'), ' ', h('span', { class: 'muted' }, String(err.message || err)));
   }
   const code = err.code;
-  let words = WORDS[code] || 'Something went wrong.';
+  let words = own[code] || WORDS[code] || 'Something went wrong.';
   if (code === 'rate_limited' && err.retryAfter > 0) words = `Too many requests; try again in ${waitWords(err.retryAfter)}.`;
   const detail = err.problem?.detail && err.problem.detail !== words ? err.problem.detail : '';
   return h('div', { class: 'alert', role: 'alert' },
@@ -76,7 +77,7 @@ export function slot() {
   return {
     el,
     show(...nodes) { el.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined && n !== false)); },
-    error(err) { el.replaceChildren(errorBox(err)); },
+    error(err, own) { el.replaceChildren(errorBox(err, own)); },
     clear() { el.replaceChildren(); },
   };
 }
