@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"berth.dev/berth/internal/auth"
 )
 
@@ -78,6 +80,33 @@ func oneLine(sel string) string {
 }
 
 // At 390 px the booking lists keep ids, statuses and actions whole.
+func TestBrowserBookingTablesNarrow(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	car := e.car(6401, "30A-640.01")
+	from := e.srv.Clock.Now().Add(time.Hour)
+	cancelled := e.carBooking(6402, car, from.Add(100*time.Hour), from.Add(124*time.Hour), true)
+	e.srv.Customer(6402).Cancel(t, cancelled)
+	e.carBooking(6402, car, from, from.Add(24*time.Hour), true)
+	fl := e.flight(3, 1, 0)
+	e.srv.Customer(6402).HoldQuantity(t, fl, "ECONOMY", 2)
+	for _, c := range []struct {
+		name, role, path string
+		sub              int64
+	}{{"customer", auth.Customer, "/app/bookings", 6402}, {"host", auth.Host, "/app/host", 6401}} {
+		tb := e.tab(c.name, c.role, c.sub)
+		tb.open(c.path, `[data-booking-status]`)
+		tb.check(c.name + " bookings (narrow)")
+		tb.run(chromedp.EmulateViewport(390, 844))
+		broken := eval[[]string](tb, `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(`+
+			oneLine(`td .status, td > a[href^="/app/bookings/"], td button`)+`))))`)
+		tb.run(chromedp.EmulateViewport(1100, 900))
+		if len(broken) > 0 {
+			t.Errorf("%s: at 390 px these break over lines: %q", c.name, broken)
+		}
+	}
+}
+
 // After the admin raises the limit, the buyer's stale sold_out alert goes
 // once the fare box shows seats again.
 // A refused overbook change puts the current limit back in the field and

@@ -75,7 +75,9 @@ function carOf(id) {
 // fills an Actions column. A car booking says its car's model and its
 // period in the car's time zone, as its page does, once the car is read
 // (until then, or if it cannot be, the car's number and the browser's
-// zone).
+// zone). The id, status and actions are never broken inside a word (at
+// 390 px the What column wraps instead; with actions, the amount is left
+// out).
 export function bookingRow(b, extra) {
   const what = h('td', {}, b.kind === 'flight' ? `Flight ${b.flightId}, ${titleCase(b.fareClass)} ×${b.quantity}` : `Car ${b.carId}, ${period(b.from, b.to)}`);
   if (b.kind === 'car') {
@@ -84,17 +86,18 @@ export function bookingRow(b, extra) {
     });
   }
   return h('tr', {},
-    h('td', {}, h('a', { href: `/app/bookings/${b.bookingId}` }, `#${b.bookingId}`)),
+    h('td', { class: 'nowrap' }, h('a', { href: `/app/bookings/${b.bookingId}` }, `#${b.bookingId}`)),
     what,
-    h('td', {}, h('span', { class: 'status', dataset: { bookingStatus: b.status } }, b.status)),
-    h('td', { class: 'num' }, money(b.amount, b.currency)),
-    extra ? h('td', {}, extra(b)) : null);
+    h('td', { class: 'nowrap' }, h('span', { class: 'status', dataset: { bookingStatus: b.status } }, b.status)),
+    h('td', { class: extra ? 'num hide-narrow' : 'num' }, money(b.amount, b.currency)),
+    extra ? h('td', { class: 'nowrap' }, extra(b)) : null);
 }
 
 // bookingTable lists bookings with links to their pages.
 export function bookingTable(list, extra) {
   return h('table', {},
-    h('thead', {}, h('tr', {}, h('th', {}, 'Booking'), h('th', {}, 'What'), h('th', {}, 'Status'), h('th', { class: 'num' }, 'Amount'), extra ? h('th', {}, 'Actions') : null)),
+    h('thead', {}, h('tr', {}, h('th', { class: 'nowrap' }, 'Booking'), h('th', {}, 'What'), h('th', { class: 'nowrap' }, 'Status'),
+      h('th', { class: extra ? 'num hide-narrow' : 'num' }, 'Amount'), extra ? h('th', { class: 'nowrap' }, 'Actions') : null)),
     h('tbody', {}, list.map((b) => bookingRow(b, extra))));
 }
 
