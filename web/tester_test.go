@@ -67,6 +67,27 @@ func TestBrowserCancelDoubleClick(t *testing.T) {
 
 // In the waiting room the map's refresh does not give Hold back: a second
 // press cannot start another queue and more holds.
+func TestBrowserWaitingRoomHoldStaysDisabled(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.queuedFlight(6202)
+	tb := e.tab("queued", auth.Customer, 6201)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="6F"]`)
+	tb.click(`[data-seat="6F"]`)
+	tb.click(`[data-action="hold"]`)
+	tb.waitFor("the waiting room", `!!document.querySelector('[data-waiting-room]')`)
+	_ = eval[bool](tb, countPosts("/bookings"))
+	time.Sleep(3500 * time.Millisecond) // past a refresh of the map
+	if !eval[bool](tb, `document.querySelector('[data-action="hold"]').disabled`) {
+		t.Error("Hold is enabled again while queued")
+	}
+	_ = eval[bool](tb, `(document.querySelector('[data-action="hold"]').click(), true)`)
+	time.Sleep(300 * time.Millisecond)
+	if got := eval[int](tb, `window.__posts.length`); got != 0 {
+		t.Errorf("a second press while queued sent %d more holds", got)
+	}
+}
+
 // The focus stays on something after actions that redraw or disable the
 // control pressed: cancelling, releasing a hold, More time, a Hold
 // refused, the calendar's next month.
@@ -109,6 +130,24 @@ func TestBrowserBookingTablesNarrow(t *testing.T) {
 
 // After the admin raises the limit, the buyer's stale sold_out alert goes
 // once the fare box shows seats again.
+func TestBrowserSoldOutAlertClears(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 1, 0)
+	e.srv.Customer(6501).HoldQuantity(t, id, "ECONOMY", 6)
+	buyer := e.tab("buyer", auth.Customer, 6502)
+	buyer.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
+	buyer.click(`input[name="mode"][value="quantity"]`)
+	buyer.click(`input[name="fare"][value="ECONOMY"]`)
+	buyer.click(`[data-action="hold"]`)
+	buyer.waitFor("sold_out", `document.querySelector('[role="alert"]')?.textContent.includes('sold_out')`)
+	e.srv.Admin().SetOverbookLimit(t, id, "ECONOMY", 2)
+	buyer.waitFor("economy on sale again", `document.querySelector('[data-available="ECONOMY"]').textContent === '2 left'`)
+	if eval[bool](buyer, `!!document.querySelector('[role="alert"]')`) {
+		t.Errorf("the sold_out alert stays next to 2 left: %q", buyer.text(`[role="alert"]`))
+	}
+}
+
 // A refused overbook change puts the current limit back in the field and
 // says why in the form's own words.
 func TestBrowserOverbookRefused(t *testing.T) {
@@ -133,3 +172,47 @@ func TestBrowserOverbookRefused(t *testing.T) {
 }
 
 // A departed flight's map and fares do not say available or left.
+func TestBrowserDepartedSaysNotForSale(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	now := e.srv.Clock.Now()
+	e.srv.Clock.Set(now.Add(-48 * time.Hour))
+	id := e.flight(1, 1, 0)
+	e.srv.Clock.Set(now)
+	tb := e.tab("late", auth.Customer, 6701)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
+	if got := eval[string](tb, `document.querySelector('[data-seat="3A"]').dataset.status`); got != "AVAILABLE" {
+		t.Errorf("3A data-status %q, want the API's AVAILABLE", got)
+	}
+	if got := eval[string](tb, `document.querySelector('[data-seat="3A"]').getAttribute('aria-label')`); strings.Contains(got, "available") {
+		t.Errorf("3A is labelled %q on a departed flight", got)
+	}
+	if got := tb.text(`ul.legend`); strings.Contains(got, "available") {
+		t.Errorf("the legend says %q on a departed flight", got)
+	}
+	if got := tb.text(`fieldset.fares`); strings.Contains(got, "left") {
+		t.Errorf("the fares say %q on a departed flight", got)
+	}
+	time.Sleep(3500 * time.Millisecond) // a refresh
+	if got := tb.text(`fieldset.fares`); strings.Contains(got, "left") {
+		t.Errorf("after a refresh the fares say %q on a departed flight", got)
+	}
+	tb.check("flight (departed, not for sale)")
+
+	// A page left open past the departure says the same once it turns
+	// departed (its fares said "6 left" before).
+	open := e.flight(1, 1, 0)
+	tb.open(fmt.Sprintf("/app/flights/%d", open), `[data-seat="3A"]`)
+	_ = eval[bool](tb, `(() => { const now = Date.now; Date.now = () => now() + 3 * 86400e3; return true })()`)
+	tb.click(`[data-seat="3B"]`)
+	tb.waitFor("the departed notice", `!!document.querySelector('[data-departed]')`)
+	if got := tb.text(`fieldset.fares`); strings.Contains(got, "left") {
+		t.Errorf("turned departed, the fares say %q", got)
+	}
+	if got := tb.text(`ul.legend`); strings.Contains(got, "available") {
+		t.Errorf("turned departed, the legend says %q", got)
+	}
+	if got := eval[string](tb, `document.querySelector('[data-seat="3B"]').getAttribute('aria-label')`); strings.Contains(got, "available") {
+		t.Errorf("turned departed, 3B is labelled %q", got)
+	}
+}

@@ -108,6 +108,9 @@ export async function flightPage(page, id) {
   map.readOnly = departed;
 
   const fares = h('fieldset', { class: 'fares', disabled: departed });
+  // left says what a fare class has for sale; a departed flight has
+  // nothing for sale, whatever seats are empty.
+  const left = (x) => (departed ? 'Closed: departed' : x.available ? `${x.available} left` : 'Sold out');
   function drawFares() {
     fares.replaceChildren(h('legend', {}, 'Fare class'), ...f.fares.map((x, i) => h('label', { class: `fare${x.fareClass === fare ? ' is-selected' : ''}` },
       h('input', {
@@ -116,13 +119,17 @@ export async function flightPage(page, id) {
       }),
       h('span', {}, h('span', { class: `swatch sw-${x.fareClass}`, 'aria-hidden': 'true', dataset: { colour: classColour(x.fareClass, i) } }), titleCase(x.fareClass)),
       h('strong', {}, money(x.price, x.currency)),
-      h('span', { class: 'muted', dataset: { available: x.fareClass } }, x.available ? `${x.available} left` : 'Sold out'))));
+      h('span', { class: 'muted', dataset: { available: x.fareClass } }, left(x)))));
   }
   drawFares();
 
   const qty = h('input', { type: 'number', min: 1, max: 9, value: 1, oninput: () => summary() });
   const chosen = h('p', { 'aria-live': 'polite' });
-  const holdBtn = h('button', { type: 'button', dataset: { action: 'hold' }, onclick: () => hold() }, 'Hold');
+  // busy is true while a hold is in flight or waits in the waiting room:
+  // Hold stays disabled then (the map's refresh included), so a second
+  // press cannot start another queue and more holds.
+  let busy = false;
+  const holdBtn = h('button', { type: 'button', dataset: { action: 'hold' }, onclick: () => { if (!busy) hold(); } }, 'Hold');
   const modeSeats = h('input', { type: 'radio', name: 'mode', value: 'seats', checked: mode === 'seats', disabled: !hasSeats, onchange: () => { mode = 'seats'; showMode(); } });
   const modeQty = h('input', { type: 'radio', name: 'mode', value: 'quantity', checked: mode === 'quantity', onchange: () => { mode = 'quantity'; showMode(); } });
   const mapBox = h('div', { class: 'seatmap-wrap' });
@@ -147,7 +154,7 @@ export async function flightPage(page, id) {
     const n = count();
     const seats = mode === 'seats' && n ? ` (${[...map.selected].sort().join(', ')})` : '';
     chosen.textContent = n ? `${n} × ${titleCase(fare)}${seats}: ${money(p.price * n, p.currency)}` : 'Choose seats on the map, or a number of seats.';
-    holdBtn.disabled = n < 1 || n > 9;
+    holdBtn.disabled = busy || n < 1 || n > 9;
   }
   function showMode() {
     mapBox.hidden = departed ? !hasSeats : mode !== 'seats';
@@ -165,6 +172,11 @@ export async function flightPage(page, id) {
     map.selected.clear();
     map.restyle();
     fares.disabled = true;
+    drawFares();
+    drawLegend();
+    errors.clear();
+    soldOut = null;
+    offer = null;
     howBox.hidden = true;
     holdBox.hidden = true;
     keysHint?.remove();
@@ -176,31 +188,54 @@ export async function flightPage(page, id) {
 
   async function hold(extraHeaders = {}) {
     errors.clear();
+    soldOut = null;
     if (checkDeparted()) {
+      busy = false;
       waiting.clear();
       return;
     }
     if (!claims()) {
+      busy = false;
+      summary();
       errors.show(h('div', { class: 'alert', role: 'alert' }, 'Sign in to hold seats. ', h('a', { href: '/app/signin' }, 'Sign in'), ' · Code: ', h('code', {}, 'unauthenticated')));
       return;
     }
     const body = { flightId: f.id, fareClass: fare };
     if (mode === 'seats') body.seats = [...map.selected].sort();
     else body.quantity = Number(qty.value);
+    busy = true;
     holdBtn.disabled = true;
     try {
       const b = await send('POST', '/bookings', body, extraHeaders);
       page.navigate(`/app/bookings/${b.bookingId}`);
     } catch (err) {
-      holdBtn.disabled = false;
       if (err.code === 'waiting_room') {
         waitInRoom(err.problem.ticket, err.problem.position);
         return;
       }
+      busy = false;
+      summary();
       errors.error(err);
+      // Hold was disabled (which took the focus from it): the focus goes
+      // to the alert that says why, not to the page's body.
+      focusAlert();
+      if (err.code === 'sold_out') soldOut = body.fareClass;
       if (err.code === 'sold_out' && claims()?.role === 'customer') offerWaitlist(body.fareClass, mode === 'seats' ? body.seats.length : body.quantity);
-      if (err.code === 'seat_unavailable' || err.code === 'sold_out') await refresh();
+      if (err.code === 'seat_unavailable' || err.code === 'sold_out') await refresh().catch(() => {});
     }
+  }
+
+  // soldOut is the fare class a shown sold_out alert is about (null when
+  // none is shown): the refresh clears the alert once the class has seats
+  // again (an overbook limit raised, a hold released).
+  let soldOut = null;
+  let offer = null;
+
+  function focusAlert() {
+    const alert = errors.el.querySelector('[role="alert"]');
+    if (!alert) return;
+    alert.tabIndex = -1;
+    alert.focus();
   }
 
   // offerWaitlist lets a customer who found the class sold out join its
@@ -211,6 +246,8 @@ export async function flightPage(page, id) {
       try {
         const e = await api('POST', `/flights/${f.id}/waitlist`, { body: { fareClass, quantity } });
         errors.clear(); // the sold_out that led here is answered
+        soldOut = null;
+        offer = null;
         if (e.status === 'OFFERED') {
           page.navigate(`/app/bookings/${e.bookingId}`);
           return;
@@ -230,8 +267,9 @@ export async function flightPage(page, id) {
         alert.focus();
       }
     };
-    waiting.show(h('div', { class: 'notice' }, `${titleCase(fareClass)} is sold out for ${quantity} seat(s). `,
-      h('button', { type: 'button', dataset: { action: 'join-waitlist' }, onclick: join }, 'Join the waitlist')));
+    offer = h('div', { class: 'notice' }, `${titleCase(fareClass)} is sold out for ${quantity} seat(s). `,
+      h('button', { type: 'button', dataset: { action: 'join-waitlist' }, onclick: join }, 'Join the waitlist'));
+    waiting.show(offer);
   }
 
   // waitInRoom shows the queue and goes on by itself once admitted: the
@@ -274,8 +312,10 @@ export async function flightPage(page, id) {
         }
         if (err.code === 'network_error' || err.code === 'overloaded' || err.code === 'rate_limited') continue;
         waiting.clear();
+        busy = false;
+        summary();
         errors.error(err);
-        holdBtn.disabled = false;
+        focusAlert();
         return;
       }
       if (st.admitted) {
@@ -286,6 +326,7 @@ export async function flightPage(page, id) {
         return;
       }
       place(st.position);
+      holdBtn.disabled = true;
       const rate = (start.p - st.position) / ((Date.now() - start.t) / 1000);
       eta.textContent = rate > 0 ? `about ${Math.max(1, Math.round(st.position / rate))} s` : 'estimating…';
     }
@@ -299,7 +340,18 @@ export async function flightPage(page, id) {
     if (lost.length) announce(`Seat${lost.length > 1 ? 's' : ''} ${lost.join(', ')} just went to someone else.`);
     for (const x of f.fares) {
       const el = fares.querySelector(`[data-available="${x.fareClass}"]`);
-      if (el) el.textContent = x.available ? `${x.available} left` : 'Sold out';
+      if (el) el.textContent = left(x);
+    }
+    // A sold_out shown earlier is stale once its class has seats again.
+    const back = soldOut && f.fares.find((x) => x.fareClass === soldOut)?.available > 0;
+    if (back && !departed) {
+      const hadFocus = errors.el.contains(document.activeElement) || offer?.contains(document.activeElement);
+      errors.clear();
+      if (offer && waiting.el.contains(offer)) waiting.clear();
+      offer = null;
+      announce(`${titleCase(soldOut)} has seats again.`);
+      soldOut = null;
+      if (hadFocus) holdBtn.focus();
     }
     summary();
   }
@@ -314,13 +366,17 @@ export async function flightPage(page, id) {
     mapBox, qtyBox,
     holdBox, waiting.el, errors.el,
   );
-  mapBox.append(h('h2', {}, 'Seat map'),
-    h('ul', { class: 'legend', 'aria-label': 'Legend' },
-      f.fares.map((x) => h('li', {}, h('span', { class: `swatch sw-${x.fareClass}`, 'aria-hidden': 'true' }), `${titleCase(x.fareClass)} (available)`)),
-      h('li', {}, h('span', { class: 'swatch sw-SELECTED', 'aria-hidden': 'true' }), 'Selected'),
+  // The legend: a departed flight's empty seats are not "available".
+  const legend = h('ul', { class: 'legend', 'aria-label': 'Legend' });
+  function drawLegend() {
+    legend.replaceChildren(
+      ...f.fares.map((x) => h('li', {}, h('span', { class: `swatch sw-${x.fareClass}`, 'aria-hidden': 'true' }), departed ? `${titleCase(x.fareClass)} (not for sale: departed)` : `${titleCase(x.fareClass)} (available)`)),
+      departed ? '' : h('li', {}, h('span', { class: 'swatch sw-SELECTED', 'aria-hidden': 'true' }), 'Selected'),
       h('li', {}, h('span', { class: 'swatch sw-HELD', 'aria-hidden': 'true' }), 'Held'),
-      h('li', {}, h('span', { class: 'swatch sw-SOLD', 'aria-hidden': 'true' }), 'Sold')),
-    keysHint || '');
+      h('li', {}, h('span', { class: 'swatch sw-SOLD', 'aria-hidden': 'true' }), 'Sold'));
+  }
+  drawLegend();
+  mapBox.append(h('h2', {}, 'Seat map'), legend, keysHint || '');
   if (hasSeats) mapBox.append(map.build(seatMap.seats));
   map.setClass(fare);
   showMode();

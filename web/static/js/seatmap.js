@@ -140,7 +140,9 @@ export class SeatMap {
       const cls = this.classNames[s.fareClass] || s.fareClass.toLowerCase();
       // The map does not know whose holds are whose (the caller's own
       // included): a held seat is just held.
-      const words = { AVAILABLE: 'available', HELD: 'held', SOLD: 'sold', SELECTED: 'selected' }[shown];
+      // A read-only map (a departed flight) has empty seats, not
+      // available ones: nothing is for sale. data-status stays the API's.
+      const words = { AVAILABLE: this.readOnly ? 'not for sale' : 'available', HELD: 'held', SOLD: 'sold', SELECTED: 'selected' }[shown];
       s.g.setAttribute('aria-label', `Seat ${no}, ${cls}, ${words}`);
       if (s.g.getAttribute('tabindex') === '0') tabbable = s.g;
     }
