@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"berth.dev/berth/internal/auth"
 )
@@ -91,6 +92,71 @@ func TestBrowserWaitingRoomHoldStaysDisabled(t *testing.T) {
 // The focus stays on something after actions that redraw or disable the
 // control pressed: cancelling, releasing a hold, More time, a Hold
 // refused, the calendar's next month.
+func TestBrowserFocusKept(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	car := e.car(6301, "30A-630.01")
+	from := e.srv.Clock.Now().Add(72 * time.Hour)
+	paid := e.carBooking(6302, car, from, from.Add(24*time.Hour), true)
+	held := e.carBooking(6302, car, from.Add(72*time.Hour), from.Add(96*time.Hour), false)
+	held2 := e.carBooking(6302, car, from.Add(144*time.Hour), from.Add(168*time.Hour), false)
+	tb := e.tab("customer", auth.Customer, 6302)
+	notBody := func(what string) {
+		t.Helper()
+		tb.waitFor(what+": focus settled", `true`)
+		time.Sleep(200 * time.Millisecond)
+		if got := eval[string](tb, focused); got == "body" {
+			t.Errorf("after %s the focus is on the body", what)
+		}
+	}
+	for _, c := range []struct {
+		id     int64
+		status string
+	}{{paid, "CANCELLED"}, {held, "CANCELLED"}} {
+		tb.open(fmt.Sprintf("/app/bookings/%d", c.id), `[data-action="cancel"]`)
+		tb.click(`[data-action="cancel"]`)
+		tb.click(`[data-action="confirm-cancel"]`)
+		tb.waitStatus(c.status)
+		notBody(fmt.Sprintf("cancelling booking %d", c.id))
+	}
+	tb.open(fmt.Sprintf("/app/bookings/%d", held2), `[data-action="extend"]`)
+	tb.click(`[data-action="extend"]`)
+	tb.waitFor("the extension", `document.getElementById('announce').textContent.includes('now lasts')`)
+	notBody("More time")
+
+	// The calendar's next month.
+	tb.open(fmt.Sprintf("/app/cars/%d", car), `table.calendar`)
+	month := tb.text("#month")
+	_ = eval[bool](tb, `([...document.querySelectorAll('button')].find((b) => b.textContent.includes('Next month')).focus(), true)`)
+	tb.run(chromedp.KeyEvent(kb.Enter))
+	tb.waitFor("the next month", fmt.Sprintf(`document.getElementById('month')?.textContent !== %q`, month))
+	notBody("next month")
+	if got := eval[string](tb, `document.activeElement.textContent`); !strings.Contains(got, "Next month") {
+		t.Errorf("after next month the focus is on %q, want the Next month button", got)
+	}
+
+	// A Hold refused: seat_unavailable, then sold_out.
+	fl := e.flight(3, 1, 0)
+	buyer := e.tab("buyer", auth.Customer, 6303)
+	buyer.open(fmt.Sprintf("/app/flights/%d", fl), `[data-seat="3A"]`)
+	buyer.click(`[data-seat="3A"]`)
+	e.srv.Customer(6304).HoldSeats(t, fl, "ECONOMY", "3A")
+	buyer.click(`[data-action="hold"]`)
+	buyer.waitFor("seat_unavailable", `document.querySelector('[role="alert"]')?.textContent.includes('seat_unavailable')`)
+	time.Sleep(200 * time.Millisecond)
+	if got := eval[string](buyer, focused); got == "body" {
+		t.Error("after a Hold refused with seat_unavailable the focus is on the body")
+	}
+	e.srv.Customer(6304).HoldQuantity(t, fl, "ECONOMY", 5)
+	buyer.click(`input[name="mode"][value="quantity"]`)
+	buyer.click(`[data-action="hold"]`)
+	buyer.waitFor("sold_out", `document.querySelector('[role="alert"]')?.textContent.includes('sold_out')`)
+	time.Sleep(200 * time.Millisecond)
+	if got := eval[string](buyer, focused); got == "body" {
+		t.Error("after a Hold refused with sold_out the focus is on the body")
+	}
+}
+
 // oneLine is true when every element sel's text is on one line.
 func oneLine(sel string) string {
 	return fmt.Sprintf(`[...document.querySelectorAll(%q)].filter((el) => el.checkVisibility()).map((el) => {

@@ -129,7 +129,10 @@ export async function carPage(page, id) {
   const cal = h('section', { 'aria-label': 'Calendar' });
   let month = new Date(`${period.from.slice(0, 7)}-01T00:00:00Z`);
 
-  async function drawMonth() {
+  // drawMonth redraws the calendar; focus names the month button (prev or
+  // next) that asked, whose redrawn twin then has the focus (the old one
+  // is gone with the old calendar).
+  async function drawMonth(focus) {
     const y = month.getUTCFullYear(), m = month.getUTCMonth();
     const first = `${y}-${String(m + 1).padStart(2, '0')}-01T00:00`;
     const nextMonth = new Date(Date.UTC(y, m + 1, 1));
@@ -156,9 +159,9 @@ export async function carPage(page, id) {
     const turn = car.turnaround && car.turnaround !== '0s' ? ` Each booking blocks the car ${car.turnaround} longer for turnaround (cleaning and inspection), shown as booked.` : '';
     cal.replaceChildren(
       h('div', { class: 'row' },
-        h('button', { type: 'button', class: 'secondary', onclick: () => { month = new Date(Date.UTC(y, m - 1, 1)); drawMonth(); } }, '← ', h('span', { class: 'sr-only' }, 'Previous month')),
+        h('button', { type: 'button', class: 'secondary', dataset: { month: 'prev' }, onclick: () => { month = new Date(Date.UTC(y, m - 1, 1)); drawMonth('prev'); } }, '← ', h('span', { class: 'sr-only' }, 'Previous month')),
         h('h2', { id: 'month' }, name),
-        h('button', { type: 'button', class: 'secondary', onclick: () => { month = new Date(Date.UTC(y, m + 1, 1)); drawMonth(); } }, h('span', { class: 'sr-only' }, 'Next month'), ' →')),
+        h('button', { type: 'button', class: 'secondary', dataset: { month: 'next' }, onclick: () => { month = new Date(Date.UTC(y, m + 1, 1)); drawMonth('next'); } }, h('span', { class: 'sr-only' }, 'Next month'), ' →')),
       h('table', { class: 'calendar', 'aria-labelledby': 'month' },
         h('thead', {}, h('tr', {}, ['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'].map((d) => h('th', { scope: 'col' }, d)))),
         h('tbody', {}, weeks)),
@@ -166,6 +169,7 @@ export async function carPage(page, id) {
       busy.length ? h('ul', { class: 'plain', dataset: { busyList: '' } }, busy.map((b) => h('li', {},
         'Busy from ', h('time', { datetime: b.raw.from }, dateTime(b.raw.from, tz)), ' to ', h('time', { datetime: b.raw.to }, dateTime(b.raw.to, tz)),
         turn ? h('span', { class: 'muted' }, ` (rental, then ${car.turnaround} turnaround)`) : ''))) : h('p', {}, 'Free all month.'));
+    if (focus) cal.querySelector(`[data-month="${focus}"]`)?.focus();
   }
 
   async function book(e) {
