@@ -387,3 +387,21 @@ func TestBrowserFailedPageHasAHeading(t *testing.T) {
 		t.Errorf("heading %q, want Something went wrong", got)
 	}
 }
+
+// A deep link with a trailing slash is the same page, and a signed-out
+// visitor's unauthenticated alert offers the way to sign in.
+func TestBrowserSignedOutDeepLink(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 2, 0)
+	tb := e.tab("visitor", "", 0)
+	tb.open(fmt.Sprintf("/app/flights/%d/", id), `[data-seat="3A"]`)
+	tb.open("/app/bookings/1/", `[role="alert"]`)
+	if got := tb.text(`[role="alert"]`); !strings.Contains(got, "unauthenticated") {
+		t.Errorf("signed out: alert %q, want unauthenticated", got)
+	}
+	if !eval[bool](tb, `!!document.querySelector('[role="alert"] a[href="/app/signin"]')`) {
+		t.Error("the unauthenticated alert has no Sign in link")
+	}
+	tb.check("booking (signed out)")
+}

@@ -24,7 +24,10 @@ type bucket struct {
 
 // soldOut is the error of a hold of n units that class of flightID lacks.
 func soldOut(flightID int64, class string, n int) error {
-	return fault.New(fault.SoldOut, "fare class %s of flight %d has no %d units left", class, flightID, n)
+	if n == 1 {
+		return fault.New(fault.SoldOut, "fare class %s of flight %d is sold out", class, flightID)
+	}
+	return fault.New(fault.SoldOut, "fare class %s of flight %d has fewer than %d seats left", class, flightID, n)
 }
 
 // lockBucketsSQL locks every bucket of the classes $2 of flight $1, in

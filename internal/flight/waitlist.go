@@ -148,7 +148,7 @@ func joinError(code string, detail *string, flightID int64, class string) error 
 	case "departed":
 		return fault.Invalid("flightId", "flight %d has departed", flightID)
 	case "room":
-		return fault.New(fault.InvalidState, "fare class %s of flight %d has %s units left: hold instead", class, flightID, *detail)
+		return fault.New(fault.InvalidState, "fare class %s of flight %d still has seats for that (%s left): hold instead", class, flightID, *detail)
 	}
 	return fmt.Errorf("join the waitlist of flight %d: unknown answer %q", flightID, code)
 }

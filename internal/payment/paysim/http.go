@@ -124,7 +124,7 @@ func apiError(w http.ResponseWriter, status int, msg string) {
 }
 
 var pageTmpl = template.Must(template.New("checkout").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>paysim checkout</title>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>paysim checkout</title>
 <style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}
 .amount{font-size:2rem;margin:1rem 0}button{font-size:1.1rem;padding:.6rem 1.4rem;margin-right:.8rem;cursor:pointer}
 .pay{background:#1f7a3a;color:#fff;border:0}.fail{background:#b3261e;color:#fff;border:0}
@@ -161,7 +161,7 @@ func (s *Sim) page(w http.ResponseWriter, txn, msg string) {
 }
 
 var indexTmpl = template.Must(template.New("index").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>paysim</title>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>paysim</title>
 <style>body{font-family:system-ui,sans-serif;max-width:48rem;margin:3rem auto;padding:0 1rem}td,th{padding:.2rem .6rem;text-align:left}</style>
 </head><body><h1>paysim</h1>
 <p>{{.Stats.Charges}} charges ({{.Stats.Succeeded}} succeeded, {{.Stats.Failed}} failed, {{.Stats.Pending}} pending),

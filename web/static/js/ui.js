@@ -57,8 +57,11 @@ export function errorBox(err, own = {}) {
   let words = own[code] || WORDS[code] || 'Something went wrong.';
   if (code === 'rate_limited' && err.retryAfter > 0) words = `Too many requests; try again in ${waitWords(err.retryAfter)}.`;
   const detail = err.problem?.detail && err.problem.detail !== words ? err.problem.detail : '';
+  // Signed out (or the token ran out): the way back is one link away.
+  const signin = code === 'unauthenticated' && location.pathname !== '/app/signin'
+    ? h('p', {}, h('a', { href: '/app/signin' }, 'Sign in')) : null;
   return h('div', { class: 'alert', role: 'alert' },
-    h('strong', {}, words), ' ', detail ? h('span', {}, detail, '. ') : '', h('span', { class: 'muted' }, 'Code: ', h('code', {}, code)));
+    h('strong', {}, words), ' ', detail ? h('span', {}, detail, '. ') : '', h('span', { class: 'muted' }, 'Code: ', h('code', {}, code)), signin);
 }
 
 // waitWords says a wait of s seconds (the API's Retry-After) as people
