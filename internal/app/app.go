@@ -374,6 +374,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	}
 	if a.Config.Protect {
 		wg.Go(func() { a.Guard.Room.Run(workers) })
+		wg.Go(func() { a.Guard.Gate.Listen(workers) })
 	}
 	wg.Go(func() { a.Warmer.Run(workers, a.Pool, time.Second) })
 	a.runAudit(workers, &wg)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,11 +63,11 @@ type localHint struct {
 const maxLocalHints = 10_000
 
 // maxLocalHint is how long a process believes a sold-out hint without
-// asking Redis. A release in another process clears the shared hint at
-// once, but not this copy: for that long, a buyer sent here may be told
-// sold_out about a unit that came back. A tenth of a second keeps that
-// short and still spares Redis all but ten asks a second per class.
-const maxLocalHint = 100 * time.Millisecond
+// asking Redis: a sold-out flood of a class costs Redis two asks a second
+// per process. A release anywhere clears every process's copy at once
+// (Forget's broadcast, Listen); only while that broadcast cannot reach a
+// process (Redis unreachable) does a copy outlive a release, by this much.
+const maxLocalHint = 500 * time.Millisecond
 
 func newGate(r *Redis, c clock.Clock, ttl, hint, shedWait time.Duration, m *metrics) *Gate {
 	return &Gate{r: r, clock: c, ttl: ttl, hint: hint, wait: shedWait / 3, local: min(hint/2, maxLocalHint), m: m,
@@ -385,24 +386,59 @@ func (g *Gate) soldOutSeen(ctx context.Context, flight int64, class string, unit
 
 // Forget drops the seat keys and the sold-out hint of a booking whose seats
 // just came back (a cancellation), so the next buyer is not turned away by
-// an answer that is no longer true. Other processes' in-memory hints lapse
-// on their own within a fraction of a second.
+// an answer that is no longer true: in Redis, in this process, and, by a
+// broadcast in the same round trip, in every process that Listens.
 func (g *Gate) Forget(ctx context.Context, flight int64, class string, seats []string) {
 	keys := g.keys(flight, class, seats)
-	g.mu.Lock()
-	for _, k := range keys {
-		delete(g.hints, k)
-		delete(g.taken, k)
-	}
-	g.mu.Unlock()
+	g.forgetLocally(keys)
 	if !g.r.Usable() {
 		return
 	}
-	if err := g.r.Cmd.Del(ctx, keys...).Err(); err != nil {
+	_, err := g.r.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, keys...)
+		p.Publish(ctx, g.r.key(forgetChannel), strings.Join(keys, "\n"))
+		return nil
+	})
+	if err != nil {
 		g.r.Fail("seat_gate_forget", err)
 		return
 	}
 	g.r.OK()
+}
+
+// forgetChannel is the Redis channel (under the prefix) Forget broadcasts
+// the keys it dropped on.
+const forgetChannel = "forget"
+
+// forgetLocally drops what this process remembers of keys.
+func (g *Gate) forgetLocally(keys []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range keys {
+		delete(g.hints, k)
+		delete(g.taken, k)
+	}
+}
+
+// Listen drops what this process remembers of the keys any process's
+// Forget broadcasts, until ctx ends. go-redis resubscribes after a lost
+// connection; meanwhile the copies lapse on their own (maxLocalHint, the
+// 250 ms of a seat seen held).
+func (g *Gate) Listen(ctx context.Context) {
+	sub := g.r.Client.Subscribe(ctx, g.r.key(forgetChannel))
+	defer func() { _ = sub.Close() }()
+	msgs := sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-msgs:
+			if !ok {
+				return
+			}
+			g.forgetLocally(strings.Split(m.Payload, "\n"))
+		}
+	}
 }
 
 // localSoldOut reports whether this process believes the class is sold out

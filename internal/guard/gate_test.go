@@ -402,3 +402,33 @@ func TestRequestLimitTakesBurstsAtOnce(t *testing.T) {
 		t.Errorf("150 requests at once under a burst of 100: %d passed, %d limited; want 100", ok, limited)
 	}
 }
+
+// A release through one process clears the sold-out hint that another
+// process keeps in memory at once (Forget's broadcast), not when that copy
+// lapses: the other process's clock does not move here, so without the
+// broadcast it would say sold_out for ever.
+func TestReleaseClearsEveryProcesssHint(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewURL(t)
+	redisURL, prefix := apptest.SharedRedis(t)
+	a := start(t, dbURL, redisURL, prefix, nil)
+	b := start(t, dbURL, redisURL, prefix, nil)
+	flightID := a.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 1})
+	held := a.Customer(1).HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
+	if r := apptest.Try(b.Customer(2).TryHoldQuantity(t, flightID, "ECONOMY", 1)); r.Code() != "sold_out" {
+		t.Fatalf("full class through b: %s, want sold_out", r)
+	}
+	if r := apptest.Try(b.Customer(2).TryHoldQuantity(t, flightID, "ECONOMY", 1)); r.Code() != "sold_out" {
+		t.Fatalf("full class through b again: %s, want sold_out", r)
+	}
+	if c := a.Do(apptest.Request{Method: http.MethodPost, Path: path("/bookings/%d/cancel", held), Token: a.Token("customer", 1)}); c.Status != http.StatusOK {
+		t.Fatalf("cancel through a: %d %s", c.Status, c.Body)
+	}
+	apptest.Eventually(t, 5*time.Second, "b sells the unit a's cancellation freed", func() bool {
+		r := apptest.Try(b.Customer(3).TryHoldQuantity(t, flightID, "ECONOMY", 1))
+		if r.Problem != nil && r.Code() != "sold_out" {
+			t.Fatalf("through b after the cancellation: %s", r)
+		}
+		return r.Problem == nil
+	})
+}
