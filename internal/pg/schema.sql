@@ -1070,7 +1070,8 @@ CREATE TABLE public.gateway_refund (
     refund_id bigint,
     amount bigint,
     currency text,
-    succeeded_at timestamp with time zone
+    succeeded_at timestamp with time zone,
+    reports jsonb DEFAULT '[]'::jsonb NOT NULL
 );
 
 CREATE TABLE public.idempotency_key (
