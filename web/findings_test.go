@@ -220,12 +220,7 @@ func TestBrowserOlderBookingsNoneFocus(t *testing.T) {
 func TestBrowserCancelDialogFocus(t *testing.T) {
 	t.Parallel()
 	e := start(t)
-	car := e.car(5401, "30A-544.54")
-	from := e.srv.Clock.Now().Add(48 * time.Hour)
-	id := e.carBooking(5402, car, from, from.Add(24*time.Hour), true)
-
-	tb := e.tab("customer", auth.Customer, 5402)
-	tb.open(fmt.Sprintf("/app/bookings/%d", id), `[data-action="cancel"]`)
+	tb, _ := e.rentalPage(5401, 5402, "30A-544.54", 48*time.Hour, true, `[data-action="cancel"]`)
 	tb.click(`[data-action="cancel"]`)
 	tb.waitVisible(`[role="dialog"]`)
 	tb.click(`[data-action="keep-booking"]`)

@@ -30,11 +30,7 @@ func countPosts(part string) string {
 func TestBrowserPayDoubleClick(t *testing.T) {
 	t.Parallel()
 	e := start(t)
-	car := e.car(6001, "30A-600.01")
-	from := e.srv.Clock.Now().Add(72 * time.Hour)
-	id := e.carBooking(6002, car, from, from.Add(24*time.Hour), false)
-	tb := e.tab("customer", auth.Customer, 6002)
-	tb.open(fmt.Sprintf("/app/bookings/%d", id), `[data-action="pay"]`)
+	tb, _ := e.rentalPage(6001, 6002, "30A-600.01", 72*time.Hour, false, `[data-action="pay"]`)
 	_ = eval[bool](tb, countPosts("/payments"))
 	_ = eval[bool](tb, `(() => { const b = document.querySelector('[data-action="pay"]'); b.click(); b.click(); return true })()`)
 	if got := eval[int](tb, `window.__posts.length`); got != 1 {
@@ -47,11 +43,7 @@ func TestBrowserPayDoubleClick(t *testing.T) {
 func TestBrowserCancelDoubleClick(t *testing.T) {
 	t.Parallel()
 	e := start(t)
-	car := e.car(6101, "30A-610.01")
-	from := e.srv.Clock.Now().Add(72 * time.Hour)
-	id := e.carBooking(6102, car, from, from.Add(24*time.Hour), true)
-	tb := e.tab("customer", auth.Customer, 6102)
-	tb.open(fmt.Sprintf("/app/bookings/%d", id), `[data-action="cancel"]`)
+	tb, _ := e.rentalPage(6101, 6102, "30A-610.01", 72*time.Hour, true, `[data-action="cancel"]`)
 	tb.click(`[data-action="cancel"]`)
 	tb.waitVisible(`[data-action="confirm-cancel"]`)
 	_ = eval[bool](tb, countPosts("/cancel"))

@@ -33,6 +33,18 @@ func (e *env) carBooking(customer, car int64, from, to time.Time, pay bool) int6
 	return id
 }
 
+// rentalPage has customer book a day's rental of host's new car (plate),
+// picked up in pickupIn, paid or not, and opens its booking page in the
+// customer's tab until ready shows: the tab and the booking's id.
+func (e *env) rentalPage(host, customer int64, plate string, pickupIn time.Duration, paid bool, ready string) (*tab, int64) {
+	e.t.Helper()
+	from := e.srv.Clock.Now().Add(pickupIn)
+	id := e.carBooking(customer, e.car(host, plate), from, from.Add(24*time.Hour), paid)
+	tb := e.tab("customer", auth.Customer, customer)
+	tb.open(fmt.Sprintf("/app/bookings/%d", id), ready)
+	return tb, id
+}
+
 // pay pays booking id through the simulator and waits until it is
 // CONFIRMED.
 func (e *env) pay(customer, id int64) {

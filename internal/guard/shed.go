@@ -448,24 +448,32 @@ func Acquire(ctx context.Context, pool *pgxpool.Pool, budget time.Duration) (*pg
 // normally given a whole /64 and could otherwise take a new address for
 // every connection or request.
 func ClientNet(a netip.Addr) string {
+	if p := clientNet(a); p.Addr().Is6() {
+		return p.String()
+	}
+	return a.WithZone("").Unmap().String()
+}
+
+// clientNet is ClientNet as a prefix: a /32 for IPv4, a /64 for IPv6.
+func clientNet(a netip.Addr) netip.Prefix {
 	a = a.WithZone("").Unmap()
 	if a.Is6() {
-		return netip.PrefixFrom(a, 64).Masked().String()
+		return netip.PrefixFrom(a, 64).Masked()
 	}
-	return a.String()
+	return netip.PrefixFrom(a, 32)
 }
 
 // LimitListener returns ln accepting at most n connections at once: the
 // rest wait in the kernel's backlog. Every open connection costs a goroutine
 // and buffers, so this bounds them however many clients connect. With
-// perAddr > 0, one client address (an IPv6 one's /64) may hold at most perAddr of them: a
-// connection beyond is closed as soon as it is accepted, so that one
-// client's idle connections cannot take every place. Addresses in exempt
-// (the trusted proxies, through which every client connects) have no such
-// bound.
+// perAddr > 0, one client (ClientNet: an address, an IPv6 one's /64) may
+// hold at most perAddr of them: a connection beyond is closed as soon as
+// it is accepted, so that one client's idle connections cannot take every
+// place. Addresses in exempt (the trusted proxies, through which every
+// client connects) have no such bound.
 func LimitListener(ln net.Listener, n, perAddr int, exempt []netip.Prefix) net.Listener {
 	return &limitListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
-		perAddr: perAddr, exempt: exempt, open: map[netip.Addr]int{}}
+		perAddr: perAddr, exempt: exempt, open: map[netip.Prefix]int{}}
 }
 
 type limitListener struct {
@@ -477,7 +485,7 @@ type limitListener struct {
 	perAddr int
 	exempt  []netip.Prefix
 	mu      sync.Mutex
-	open    map[netip.Addr]int // connections open by address, for those bounded
+	open    map[netip.Prefix]int // connections open by client, for those bounded
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -492,53 +500,51 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			<-l.slots
 			return nil, err
 		}
-		addr, counted := l.count(c.RemoteAddr())
-		if counted && addr == (netip.Addr{}) { // over its address's bound
+		leave, ok := l.enter(c.RemoteAddr())
+		if !ok {
 			_ = c.Close()
 			<-l.slots
 			continue
 		}
-		return &limitConn{Conn: c, release: func() {
-			if counted {
-				l.mu.Lock()
-				if l.open[addr]--; l.open[addr] <= 0 {
-					delete(l.open, addr)
-				}
-				l.mu.Unlock()
-			}
-			<-l.slots
-		}}, nil
+		return &limitConn{Conn: c, release: func() { leave(); <-l.slots }}, nil
 	}
 }
 
-// count counts a connection from ra against its address: it returns the
-// address and true when counted, the zero address and true when the
-// address has perAddr open already, and false when it is not bounded.
-func (l *limitListener) count(ra net.Addr) (netip.Addr, bool) {
-	tcp, ok := ra.(*net.TCPAddr)
-	if l.perAddr <= 0 || !ok {
-		return netip.Addr{}, false
+// enter counts a connection from ra against its client, and returns what
+// gives the place back; false when the client has perAddr open already.
+func (l *limitListener) enter(ra net.Addr) (leave func(), ok bool) {
+	var ip net.IP
+	if tcp, ok := ra.(*net.TCPAddr); ok {
+		ip = tcp.IP
 	}
-	addr, ok := netip.AddrFromSlice(tcp.IP)
-	if !ok {
-		return netip.Addr{}, false
+	addr, isIP := netip.AddrFromSlice(ip)
+	if l.perAddr <= 0 || !isIP || l.exempted(addr.Unmap()) {
+		return func() {}, true
 	}
-	addr = addr.Unmap()
-	for _, p := range l.exempt {
-		if p.Contains(addr) {
-			return netip.Addr{}, false
-		}
-	}
-	if addr.Is6() {
-		addr = netip.PrefixFrom(addr, 64).Masked().Addr() // one client: its /64 (ClientNet)
-	}
+	client := clientNet(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.open[addr] >= l.perAddr {
-		return netip.Addr{}, true
+	if l.open[client] >= l.perAddr {
+		return nil, false
 	}
-	l.open[addr]++
-	return addr, true
+	l.open[client]++
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.open[client]--; l.open[client] <= 0 {
+			delete(l.open, client)
+		}
+	}, true
+}
+
+// exempted reports whether a is in one of the exempt prefixes.
+func (l *limitListener) exempted(a netip.Addr) bool {
+	for _, p := range l.exempt {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *limitListener) Close() error {

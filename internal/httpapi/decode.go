@@ -36,14 +36,27 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 }
 
 // readBody reads r's body, at most maxBody bytes (413 body_too_large
-// beyond).
+// beyond): the bytes checkInput read ahead, without a copy, when it did.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if ahead, ok := r.Body.(*readAhead); ok {
+		return ahead.data, nil
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		return nil, decodeError(err)
 	}
 	return body, nil
 }
+
+// readAhead is a request body checkInput has read whole: readBody gives
+// its bytes to whatever asks (the handler, the Idempotency-Key's request
+// hash), as often as asked, and it still reads as a body.
+type readAhead struct {
+	*bytes.Reader
+	data []byte
+}
+
+func (readAhead) Close() error { return nil }
 
 // checkInput refuses, before a route's handler, what the handler would
 // otherwise ignore without a word: a query string that does not parse (a
@@ -54,8 +67,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // are no body. Every route's body is read here, whole (at most maxBody),
 // before the request takes a place in its lane: a client trickling a body
 // a byte a second holds a connection, never one of the lane's few places.
-// What was read is put back for what reads it after (the handler, the
-// Idempotency-Key's request hash).
+// What was read stays with the request for what reads it after (readBody).
 func checkInput(w http.ResponseWriter, r *http.Request, bodiless bool) error {
 	if r.URL.RawQuery != "" {
 		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
@@ -69,7 +81,7 @@ func checkInput(w http.ResponseWriter, r *http.Request, bodiless bool) error {
 	if err != nil {
 		return err
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = &readAhead{Reader: bytes.NewReader(body), data: body}
 	if !bodiless || len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}

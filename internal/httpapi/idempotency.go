@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -156,7 +155,6 @@ func (s *Server) runUnder(r *http.Request, c auth.Caller, body []byte, claim pg.
 		defer cancelBy()
 	}
 	r = r.WithContext(pg.WithKeyClaim(ctx, claim))
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	buf := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
 	done := false
 	defer func() {

@@ -251,16 +251,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.metrics.observe(route, rec.status, time.Since(start))
 	}()
-	if pattern == "" {
-		s.unmatched(rec, r, h)
-		return
-	}
 	if !routed {
-		// No route: limited by address like an unknown path.
+		// No route took it (an unknown path, the mux's 405 or redirect):
+		// it counts against the client's address like any request, so a
+		// flood of made-up paths is no way around the limit.
 		if err := s.Guard.AdmitAddress(r.Context(), guard.LaneOther, s.clientAddr(r)); err != nil {
 			s.writeError(rec, r, err)
 			return
 		}
+	}
+	if pattern == "" {
+		s.unmatched(rec, r, h)
+		return
 	}
 	s.mux.ServeHTTP(rec, r)
 }
@@ -295,13 +297,7 @@ func cleanPath(p string) string {
 
 // unmatched answers a request no route took: 405 with Allow when the path
 // exists with other methods, 404 otherwise.
-// They count against the client's address like any other request: a flood
-// of made-up paths is no way around the limit.
 func (s *Server) unmatched(w http.ResponseWriter, r *http.Request, mux http.Handler) {
-	if err := s.Guard.AdmitAddress(r.Context(), guard.LaneOther, s.clientAddr(r)); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	probe := &recorder{ResponseWriter: discard{h: http.Header{}}, status: http.StatusOK}
 	mux.ServeHTTP(probe, r)
 	if probe.status == http.StatusMethodNotAllowed {

@@ -325,18 +325,28 @@ func (s *Service) refundSucceeded(ctx context.Context, d WebhookData) (string, e
 	var result string
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.clock.Now()
-		var refundID *int64
 		// Before the link, every distinct report is kept (reports): the
 		// link completes the refund if one of them is its money. After it,
-		// a report is checked at once, below.
-		err := tx.QueryRow(ctx, `INSERT INTO gateway_refund (gateway_refund_id, amount, currency, succeeded_at, reports)
-			VALUES ($1, $2, $3, $4, jsonb_build_array(jsonb_build_object('amount', $2::bigint, 'currency', $3::text)))
-			ON CONFLICT (gateway_refund_id) DO UPDATE
-				SET amount = EXCLUDED.amount, currency = EXCLUDED.currency, succeeded_at = EXCLUDED.succeeded_at,
-					reports = gateway_refund.reports || EXCLUDED.reports
-				WHERE gateway_refund.succeeded_at IS NULL
-					OR (gateway_refund.refund_id IS NULL AND NOT gateway_refund.reports @> EXCLUDED.reports)
-			RETURNING refund_id`, d.ProviderTxnID, d.Amount, d.Currency, now).Scan(&refundID)
+		// a report is checked at once, against the refund read in the same
+		// statement: a refund berth has sent must come back whole, and one
+		// reported for other money completes nothing and is not kept, so
+		// that the gateway's right report, when it comes, still counts.
+		var (
+			refundID *int64
+			amount   *int64
+			currency *string
+		)
+		err := tx.QueryRow(ctx, `WITH up AS (
+				INSERT INTO gateway_refund (gateway_refund_id, amount, currency, succeeded_at, reports)
+				VALUES ($1, $2, $3, $4, jsonb_build_array(jsonb_build_object('amount', $2::bigint, 'currency', $3::text)))
+				ON CONFLICT (gateway_refund_id) DO UPDATE
+					SET amount = EXCLUDED.amount, currency = EXCLUDED.currency, succeeded_at = EXCLUDED.succeeded_at,
+						reports = gateway_refund.reports || EXCLUDED.reports
+					WHERE gateway_refund.succeeded_at IS NULL
+						OR (gateway_refund.refund_id IS NULL AND NOT gateway_refund.reports @> EXCLUDED.reports)
+				RETURNING refund_id)
+			SELECT up.refund_id, r.amount, r.currency FROM up LEFT JOIN refund r ON r.id = up.refund_id`,
+			d.ProviderTxnID, d.Amount, d.Currency, now).Scan(&refundID, &amount, &currency)
 		if errors.Is(err, pgx.ErrNoRows) {
 			result = "duplicate"
 			return nil
@@ -348,15 +358,7 @@ func (s *Service) refundSucceeded(ctx context.Context, d WebhookData) (string, e
 			result = "early"
 			return nil
 		}
-		// A refund berth has sent must come back whole: one reported for
-		// other money completes nothing and is not kept, so that the
-		// gateway's right report, when it comes, still counts. (One that
-		// comes before berth knows the refund's id is checked when it
-		// learns it: Refunds.link.)
-		want := refundMoney{id: *refundID}
-		if err := tx.QueryRow(ctx, `SELECT amount, currency FROM refund WHERE id = $1`, want.id).Scan(&want.amount, &want.currency); err != nil {
-			return fmt.Errorf("read refund %d: %w", want.id, err)
-		}
+		want := refundMoney{id: *refundID, amount: deref(amount), currency: deref(currency)}
 		if !want.matches(d.Amount, d.Currency) {
 			result = "mismatch"
 			s.refundMismatch(want, d.ProviderTxnID, d.Amount, d.Currency)

@@ -2,7 +2,7 @@
 // the gateway's checkout, its events in order, hand-overs for hosts, and
 // cancelling with the refund shown before it is confirmed.
 import { api, airports, cities, send, claims } from './api.js';
-import { h, slot, announce, every, moreButton, whileBusy } from './ui.js';
+import { h, slot, announce, every, moreButton, whileBusy, focusAlert } from './ui.js';
 import { money, dateTime, zoneLabel, countdown, titleCase, period } from './format.js';
 import { when } from './flights.js';
 
@@ -282,14 +282,6 @@ export async function bookingPage(page, id) {
     (body.querySelector(sel) || body.querySelector('[data-status-line]'))?.focus();
   }
 
-  // focusAlert moves the focus to the alert just shown.
-  function focusAlert() {
-    const alert = errors.el.querySelector('[role="alert"]');
-    if (!alert) return;
-    alert.tabIndex = -1;
-    alert.focus();
-  }
-
   // askCancel shows what a cancellation now refunds, by the rule the
   // cancellation itself applies, and cancels only once that is confirmed.
   async function askCancel() {
@@ -345,7 +337,7 @@ export async function bookingPage(page, id) {
     } catch (err) {
       quote.clear();
       errors.error(err);
-      focusAlert();
+      focusAlert(errors.el);
     }
   }
 

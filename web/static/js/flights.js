@@ -2,7 +2,7 @@
 // fares and seat map, choosing seats or a quantity, and the hold, through
 // the waiting room when the flight is in a surge.
 import { api, airports, send, claims } from './api.js';
-import { h, slot, announce, every, field } from './ui.js';
+import { h, slot, announce, every, field, focusAlert } from './ui.js';
 import { money, dateTime, zoneLabel, titleCase } from './format.js';
 import { SeatMap, classColour } from './seatmap.js';
 
@@ -213,12 +213,7 @@ export async function flightPage(page, id) {
         waitInRoom(err.problem.ticket, err.problem.position);
         return;
       }
-      busy = false;
-      summary();
-      errors.error(err);
-      // Hold was disabled (which took the focus from it): the focus goes
-      // to the alert that says why, not to the page's body.
-      focusAlert();
+      refused(err);
       if (err.code === 'sold_out') soldOut = body.fareClass;
       if (err.code === 'sold_out' && claims()?.role === 'customer') offerWaitlist(body.fareClass, mode === 'seats' ? body.seats.length : body.quantity);
       if (err.code === 'seat_unavailable' || err.code === 'sold_out') await refresh().catch(() => {});
@@ -231,11 +226,14 @@ export async function flightPage(page, id) {
   let soldOut = null;
   let offer = null;
 
-  function focusAlert() {
-    const alert = errors.el.querySelector('[role="alert"]');
-    if (!alert) return;
-    alert.tabIndex = -1;
-    alert.focus();
+  // refused shows why a hold (or its wait in the room) ended without one,
+  // and gives Hold back. Hold was disabled, which took the focus from it:
+  // the focus goes to the alert that says why, not to the page's body.
+  function refused(err) {
+    busy = false;
+    summary();
+    errors.error(err);
+    focusAlert(errors.el);
   }
 
   // offerWaitlist lets a customer who found the class sold out join its
@@ -262,9 +260,7 @@ export async function flightPage(page, id) {
       } catch (err) {
         waiting.clear();
         errors.error(err);
-        const alert = errors.el.querySelector('[role="alert"]');
-        alert.tabIndex = -1;
-        alert.focus();
+        focusAlert(errors.el);
       }
     };
     offer = h('div', { class: 'notice' }, `${titleCase(fareClass)} is sold out for ${quantity} seat(s). `,
@@ -312,10 +308,7 @@ export async function flightPage(page, id) {
         }
         if (err.code === 'network_error' || err.code === 'overloaded' || err.code === 'rate_limited') continue;
         waiting.clear();
-        busy = false;
-        summary();
-        errors.error(err);
-        focusAlert();
+        refused(err);
         return;
       }
       if (st.admitted) {
@@ -326,7 +319,6 @@ export async function flightPage(page, id) {
         return;
       }
       place(st.position);
-      holdBtn.disabled = true;
       const rate = (start.p - st.position) / ((Date.now() - start.t) / 1000);
       eta.textContent = rate > 0 ? `about ${Math.max(1, Math.round(st.position / rate))} s` : 'estimating…';
     }

@@ -85,6 +85,15 @@ export function slot() {
   };
 }
 
+// focusAlert moves the focus to the alert shown in el (after the control
+// that had it was disabled or redrawn: never to the page's body).
+export function focusAlert(el) {
+  const alert = el.querySelector('[role="alert"]');
+  if (!alert) return;
+  alert.tabIndex = -1;
+  alert.focus();
+}
+
 export function announce(text) {
   const a = document.getElementById('announce');
   a.textContent = '';
