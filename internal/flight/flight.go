@@ -286,7 +286,7 @@ type FareChange struct {
 
 // ChangeFare applies c to a fare class, locking its buckets: it refuses
 // (fault.InvalidState) an overbooking limit below what is already sold
-// and held, and returns fault.NotFound for an unknown flight or class. The
+// and held, or too small for an entry waiting in the class's line, and returns fault.NotFound for an unknown flight or class. The
 // class's free room is spread evenly over its buckets again, and what the
 // change frees is offered to the class's waitlist in the same transaction.
 func (s *Service) ChangeFare(ctx context.Context, id int64, class string, c FareChange) (*Fare, error) {
@@ -335,6 +335,19 @@ func (s *Service) ChangeFare(ctx context.Context, id int64, class string, c Fare
 		if used > capacity+limit {
 			return fault.New(fault.InvalidState, "%d units sold and held already exceed capacity %d plus a limit of %d",
 				used, capacity, limit)
+		}
+		// An entry of the line larger than the class would be could never
+		// be offered, and every walk-in would queue behind it for ever.
+		// (JoinWaitlist reads the class's size under a share lock of the
+		// row locked above, so no join slips in with the old size.)
+		var longest int
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(quantity), 0) FROM waitlist
+			WHERE flight_id = $1 AND fare_class = $2 AND status = 'WAITING'`, id, class).Scan(&longest); err != nil {
+			return fmt.Errorf("change fare: read the waitlist: %w", err)
+		}
+		if longest > capacity+limit {
+			return fault.New(fault.InvalidState, "a waitlist entry waits for %d units: capacity %d plus a limit of %d would never seat it",
+				longest, capacity, limit)
 		}
 		shares := splitQuota(capacity+limit-used, len(bs))
 		for i := range bs {

@@ -105,9 +105,11 @@ func (s *Service) JoinWaitlist(ctx context.Context, customer, flightID int64, cl
 		now := s.clock.Now()
 		// A line for more units than the class will ever have would wait
 		// for ever, and hold up every walk-in of the class meanwhile (they
-		// queue behind a line that waits).
+		// queue behind a line that waits). The share lock keeps the size
+		// until the entry is written: ChangeFare, which may shrink it,
+		// locks the row for update and then looks at the line.
 		var most int
-		err := tx.QueryRow(ctx, `SELECT capacity + overbook_limit FROM fare_inventory WHERE flight_id = $1 AND fare_class = $2`,
+		err := tx.QueryRow(ctx, `SELECT capacity + overbook_limit FROM fare_inventory WHERE flight_id = $1 AND fare_class = $2 FOR SHARE`,
 			flightID, class).Scan(&most)
 		switch {
 		case err == nil && quantity > most:

@@ -304,3 +304,61 @@ func TestWaitlistOfferExpiresWhileItsCustomerPays(t *testing.T) {
 	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
+
+// An overbooking limit is not lowered below an entry waiting in the line:
+// the entry could never be offered, and every walk-in of the class would
+// queue behind it for ever. Joins racing such a change never leave an
+// entry larger than the class.
+func TestOverbookLimitKeepsRoomForTheLine(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	patch := func(flightID int64, limit int) *apptest.Response {
+		return s.Do(apptest.Request{Method: http.MethodPatch, Path: fmt.Sprintf("/admin/flights/%d/fares/ECONOMY", flightID),
+			Token: s.Token("admin", 1), Body: fmt.Sprintf(`{"overbookLimit": %d}`, limit)})
+	}
+	// Capacity 2 plus 2 overbooked; 2 held, so a trio waits.
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, OverbookLimit: 2, Seats: apptest.Seats(12, 12, "AB")})
+	s.Customer(9).HoldQuantity(t, flightID, "ECONOMY", 2)
+	trio := s.Customer(1).JoinWaitlist(t, flightID, "ECONOMY", 3).WaitlistID
+	if r := patch(flightID, 0); r.Status != http.StatusConflict || r.Code() != "invalid_state" {
+		t.Fatalf("limit 0 under a waiting trio: %d %s, want 409 invalid_state", r.Status, r.Body)
+	}
+	var limit int
+	if err := s.App.Pool.QueryRow(context.Background(), `SELECT overbook_limit FROM fare_inventory WHERE flight_id = $1`, flightID).
+		Scan(&limit); err != nil || limit != 2 {
+		t.Fatalf("after the refusal the limit is %d (%v), want 2 unchanged", limit, err)
+	}
+	// Room for the trio is enough.
+	if f := s.Admin().SetOverbookLimit(t, flightID, "ECONOMY", 1); f.OverbookLimit == nil || *f.OverbookLimit != 1 {
+		t.Errorf("limit 1 = %+v", f)
+	}
+	if e := waitEntry(t, s.App.Pool, trio); e.status != "WAITING" {
+		t.Errorf("trio after limit 1: %+v, want WAITING", e)
+	}
+
+	// Joins and a cut of the limit, all at once, on fresh flights.
+	for round := range 5 {
+		flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, OverbookLimit: 2, Seats: apptest.Seats(12, 12, "AB")})
+		s.Customer(9).HoldQuantity(t, flightID, "ECONOMY", 2)
+		apptest.Race(9, func(i int) int {
+			if i == 0 {
+				return patch(flightID, 0).Status
+			}
+			_, p := s.Customer(int64(100*round+i)).TryJoinWaitlist(t, flightID, "ECONOMY", 3)
+			if p != nil {
+				return p.Status
+			}
+			return http.StatusCreated
+		})
+		var too int
+		if err := s.App.Pool.QueryRow(context.Background(), `SELECT count(*) FROM waitlist w
+			JOIN fare_inventory fi ON fi.flight_id = w.flight_id AND fi.fare_class = w.fare_class
+			WHERE w.flight_id = $1 AND w.status = 'WAITING' AND w.quantity > fi.capacity + fi.overbook_limit`, flightID).Scan(&too); err != nil {
+			t.Fatal(err)
+		}
+		if too != 0 {
+			t.Errorf("round %d: %d waiting entries larger than the class", round, too)
+		}
+	}
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
+}
