@@ -77,14 +77,15 @@ func (s *Service) Search(ctx context.Context, q SearchQuery) (*SearchResult, err
 // MaxCalendar is the longest window one calendar request may cover.
 const MaxCalendar = 366 * 24 * time.Hour
 
-// Busy is a time a car cannot be picked up or have: a booking's period with
-// the turnaround after it, or several such back to back, as [From, To).
+// Busy is a time no rental of a car may overlap: a booking's period with
+// the turnaround after it and before it, or several such back to back, as
+// [From, To).
 type Busy struct {
 	From, To time.Time
 }
 
 // Calendar returns when car id is busy in [from, to): the blocked ranges of
-// its live bookings, turnaround included, merged where they touch, and
+// its live bookings, with the turnaround before them too, merged where they touch, and
 // nothing about who booked. A hold whose time is up is not busy.
 //
 // Returns fault.NotFound or fault.ValidationFailed.
@@ -99,11 +100,16 @@ func (s *Service) Calendar(ctx context.Context, id int64, from, to time.Time) ([
 	// does not exist is empty and never read.
 	batch := &pgx.Batch{}
 	batch.Queue(`SELECT EXISTS (SELECT 1 FROM car WHERE id = $1)`, id)
+	// A rental [a, b) blocks [a, b + turnaround): it fits only where that
+	// misses every booking's block, so the car is busy from a turnaround
+	// before each block too (the car's turnaround now, the one a new
+	// rental would get).
 	batch.Queue(`SELECT lower(r), upper(r) FROM unnest((
-			SELECT range_agg(blocked) FROM booking
-			WHERE kind = 'car' AND car_id = $1 AND status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
-			  AND blocked && tstzrange($2, $3, '[)')
-			  AND NOT (status = 'HELD' AND hold_expires_at <= $4))) AS r
+			SELECT range_agg(tstzrange(lower(b.blocked) - c.turnaround, upper(b.blocked), '[)'))
+			FROM booking b JOIN car c ON c.id = b.car_id
+			WHERE b.kind = 'car' AND b.car_id = $1 AND b.status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
+			  AND tstzrange(lower(b.blocked) - c.turnaround, upper(b.blocked), '[)') && tstzrange($2, $3, '[)')
+			  AND NOT (b.status = 'HELD' AND b.hold_expires_at <= $4))) AS r
 		ORDER BY 1`, id, from, to, s.clock.Now())
 	br := s.pool.SendBatch(ctx, batch)
 	defer func() { _ = br.Close() }() // the reads above report its errors

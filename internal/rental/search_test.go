@@ -84,14 +84,18 @@ func TestSearchAndCalendarIncludeTurnaround(t *testing.T) {
 	}
 
 	// A booking starting when the turnaround ends touches the first: the
-	// calendar shows one busy span, in the offset of the request.
+	// calendar shows one busy span, in the offset of the request. It
+	// starts a turnaround before the first booking, as the search above
+	// does (a rental ending after 06:00 runs into 08:00).
 	e.book(2, buffered.ID, at(10, 22, 0), at(11, 2, 0))
 	for _, tc := range []struct {
 		from, to time.Time
 		want     string
 	}{
-		{at(10, 0, 0), at(11, 0, 0), `[{"from":"2026-12-10T08:00:00+07:00","to":"2026-12-11T04:00:00+07:00"}]`},
-		{at(10, 0, 0).UTC(), at(11, 0, 0).UTC(), `[{"from":"2026-12-10T01:00:00Z","to":"2026-12-10T21:00:00Z"}]`},
+		{at(10, 0, 0), at(11, 0, 0), `[{"from":"2026-12-10T06:00:00+07:00","to":"2026-12-11T04:00:00+07:00"}]`},
+		{at(10, 0, 0).UTC(), at(11, 0, 0).UTC(), `[{"from":"2026-12-09T23:00:00Z","to":"2026-12-10T21:00:00Z"}]`},
+		// Only the first booking reaches into this window.
+		{at(10, 5, 0), at(10, 7, 0), `[{"from":"2026-12-10T06:00:00+07:00","to":"2026-12-10T22:00:00+07:00"}]`},
 		{at(12, 0, 0), at(13, 0, 0), `[]`},
 	} {
 		r := e.s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/cars/%d/calendar?%s", buffered.ID,
