@@ -30,6 +30,7 @@ func paysimCmd(ctx context.Context, args []string, getenv func(string) string, s
 	fs.Float64Var(&o.LateShare, "late-share", 0, "share of deliveries held back by --late-by (0–1)")
 	fs.DurationVar(&o.LateBy, "late-by", 3*time.Minute, "how late the late deliveries are")
 	fs.DurationVar(&o.RefundDelay, "refund-delay", time.Second, "a refund succeeds after a random time up to this")
+	fs.DurationVar(&o.RetryFor, "retry-for", 24*time.Hour, "how long a webhook berth does not answer 2xx is retried (at most a minute apart)")
 	c, err := config.LoadSome(fs, args, getenv, "BERTH_WEBHOOK_SECRET")
 	if err != nil {
 		return err
