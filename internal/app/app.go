@@ -214,6 +214,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 		booking.KindFlight: a.Flights.Inventory(),
 		booking.KindCar:    rental.Inventory{},
 	})
+	a.Flights.SetExpirer(a.Life)
 	a.Life.PickupEarly = cfg.PickupEarly
 	a.Life.OnReleased = a.bookingReleased(o.Registry)
 	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, HoldLimit: holdLimit, Queue: cfg.Protect,

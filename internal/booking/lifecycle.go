@@ -281,16 +281,29 @@ func (l *Lifecycle) release(ctx context.Context, tx pgx.Tx, b *Booking, was Stat
 // hands each a different booking, and the status condition lets exactly one
 // transaction move any booking.
 func (l *Lifecycle) ExpireOne(ctx context.Context, db pg.Beginner) (bool, error) {
+	return l.expireOne(ctx, db, "")
+}
+
+// ExpireOneOf is ExpireOne among the bookings of classes of flight: a hold
+// that finds a class sold out ends its overdue holds itself, rather than
+// wait for the sweeper, since every read already shows their units free.
+func (l *Lifecycle) ExpireOneOf(ctx context.Context, db pg.Beginner, flight int64, classes []string) (bool, error) {
+	return l.expireOne(ctx, db, "AND flight_id = $2 AND fare_class = ANY ($3)", flight, classes)
+}
+
+// expireOne expires the most overdue HELD booking that also meets scope (a
+// condition on $2, $3… bound to args).
+func (l *Lifecycle) expireOne(ctx context.Context, db pg.Beginner, scope string, args ...any) (bool, error) {
 	var expired *Booking
 	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
 		expired = nil
 		now := l.Clock.Now()
 		b, err := Scan(tx.QueryRow(ctx, `UPDATE booking
 			SET status = 'EXPIRED', version = version + 1, updated_at = $1
-			WHERE id = (SELECT id FROM booking WHERE status = 'HELD' AND hold_expires_at <= $1
+			WHERE id = (SELECT id FROM booking WHERE status = 'HELD' AND hold_expires_at <= $1 `+scope+`
 			            ORDER BY hold_expires_at LIMIT 1 FOR UPDATE SKIP LOCKED)
 			  AND status = 'HELD'
-			RETURNING `+Columns, now))
+			RETURNING `+Columns, append([]any{now}, args...)...))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}

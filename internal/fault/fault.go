@@ -46,6 +46,11 @@ type Error struct {
 	// Extra holds additional members of the problem document (the waiting
 	// room's ticket and position).
 	Extra map[string]any
+	// FreeAt is, for SoldOut, when the first units held now come back on
+	// sale (the earliest live hold's expiry), which no answer that the
+	// class is sold out may outlive; zero when nothing held will expire.
+	// Never shown to users.
+	FreeAt time.Time
 	// Err is the cause, kept for logs and errors.Is; never shown to users.
 	Err error
 }

@@ -80,10 +80,24 @@ type Service struct {
 	// configured, else pool. They may be a few seconds stale anyway.
 	reads func() *pgxpool.Pool
 
+	// expirer ends a sold-out class's overdue holds (SetExpirer); nil:
+	// the sweeper alone does.
+	expirer Expirer
+
 	seatMaps *cache.Cache[*SeatMap]
 	searches *cache.Cache[[]*Flight]
 	airports *cache.Cache[[]Airport] // the one list, a minute at a time
 }
+
+// Expirer ends overdue holds of some classes of a flight, one at a time
+// (booking.Lifecycle.ExpireOneOf).
+type Expirer interface {
+	ExpireOneOf(ctx context.Context, db pg.Beginner, flight int64, classes []string) (bool, error)
+}
+
+// SetExpirer makes holds that find a class sold out end its overdue holds
+// through e, before the service takes requests.
+func (s *Service) SetExpirer(e Expirer) { s.expirer = e }
 
 // Config tunes a Service.
 type Config struct {

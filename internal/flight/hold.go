@@ -2,9 +2,11 @@ package flight
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -91,30 +93,138 @@ func (s *Service) Hold(ctx context.Context, r HoldRequest) (*booking.Booking, er
 // call is one hold of a batch.
 type call = coalesce.Call[HoldRequest, *booking.Booking]
 
-// holdMany runs holdBatch on the pool and sets each call's answer; again,
+// holdMany holds calls (holdTries); when some found their class sold out
+// while holds of that class have run out unswept (their units count until
+// a hold's expiry is recorded, though every read shows them free), it ends
+// those holds itself and tries the sold-out calls once more, so a unit is
+// for sale from its hold's expiry on, not from the sweeper's next pass.
+func (s *Service) holdMany(ctx context.Context, flightID int64, calls []*call) error {
+	due, err := s.holdTries(ctx, flightID, calls)
+	if err != nil || len(due) == 0 || s.expirer == nil || !s.expireDue(ctx, flightID, due) {
+		return err
+	}
+	var again []*call
+	for _, cl := range calls {
+		if fault.Is(cl.Err, fault.SoldOut) && slices.Contains(due, cl.Req.FareClass) {
+			again = append(again, cl)
+		}
+	}
+	if _, err := s.holdTries(ctx, flightID, again); err != nil {
+		// The first answers stand (the batch made them); only the second
+		// chance was lost.
+		s.log.Warn("hold again after expiring overdue holds", "flight", flightID, "err", err)
+	}
+	return nil
+}
+
+// holdTries runs holdBatch on the pool and sets each call's answer; again,
 // locking the fare buckets first, when the buckets locked last no longer
 // bore out its decision (the room was taken meanwhile: rare, near sold
 // out); and again when PostgreSQL broke a deadlock by failing it (it locks
 // in the order every transaction does, so this is the same safety net
-// pg.InTx gives a transaction).
-func (s *Service) holdMany(ctx context.Context, flightID int64, calls []*call) error {
+// pg.InTx gives a transaction). It returns the classes found sold out that
+// have holds due for expiry (soonestFree).
+func (s *Service) holdTries(ctx context.Context, flightID int64, calls []*call) ([]string, error) {
 	lockFirst := false
 	for attempt := 1; ; attempt++ {
-		results, err := holdBatch(ctx, s.pool, flightID, calls, s.clock.Now(), s.holdTTL, s.holdLimit, lockFirst)
+		now := s.clock.Now()
+		results, err := holdBatch(ctx, s.pool, flightID, calls, now, s.holdTTL, s.holdLimit, lockFirst)
 		if err == nil {
+			due := s.soonestFree(ctx, flightID, calls, results, now)
 			for i, cl := range calls {
 				cl.Out, cl.Err = results[i].b, results[i].err
 			}
-			return nil
+			return due, nil
 		}
 		state := pg.State(err)
 		if state == bucketsMoved {
 			lockFirst = true
 		}
 		if attempt == 3 || (state != bucketsMoved && state != pg.DeadlockDetected && state != pg.SerializationFailure) {
-			return err
+			return nil, err
 		}
 	}
+}
+
+// maxExpireDue bounds the overdue holds one sold-out batch ends itself;
+// the sweeper ends the rest.
+const maxExpireDue = 16
+
+// expireDue ends overdue holds of classes of flight, and reports whether
+// it ended any.
+func (s *Service) expireDue(ctx context.Context, flightID int64, classes []string) bool {
+	n := 0
+	for n < maxExpireDue {
+		ok, err := s.expirer.ExpireOneOf(ctx, s.pool, flightID, classes)
+		if err != nil {
+			s.log.Warn("expire overdue holds of a sold-out class", "flight", flightID, "err", err)
+			break
+		}
+		if !ok {
+			break
+		}
+		n++
+	}
+	return n > 0
+}
+
+// soonestFree sets, on each sold_out answer of results, when the first
+// units of its class held now come back on sale (fault.Error.FreeAt): the
+// sold-out hint in front of the database must not outlive that instant, or
+// a buyer would be told "sold out" while every read shows a unit free. It
+// returns the sold-out classes that have holds already due (their units
+// are free in every read, but counted until their expiry is recorded).
+// One query for the batch, only when something was sold out; when it
+// fails, FreeAt is now, so that no hint is believed at all.
+func (s *Service) soonestFree(ctx context.Context, flightID int64, calls []*call, results []result, now time.Time) []string {
+	var classes []string
+	for i, r := range results {
+		if fault.Is(r.err, fault.SoldOut) && !slices.Contains(classes, calls[i].Req.FareClass) {
+			classes = append(classes, calls[i].Req.FareClass)
+		}
+	}
+	if len(classes) == 0 {
+		return nil
+	}
+	var due []string
+	free := make(map[string]time.Time, len(classes))
+	rows, err := s.pool.Query(ctx, `SELECT fare_class, min(hold_expires_at) FILTER (WHERE hold_expires_at > $3),
+			count(*) FILTER (WHERE hold_expires_at <= $3)
+		FROM booking WHERE flight_id = $1 AND fare_class = ANY ($2) AND status = 'HELD'
+		GROUP BY fare_class`, flightID, classes, now)
+	if err == nil {
+		var (
+			class   string
+			at      *time.Time
+			overdue int
+		)
+		_, err = pgx.ForEachRow(rows, []any{&class, &at, &overdue}, func() error {
+			if at != nil {
+				free[class] = *at
+			}
+			if overdue > 0 {
+				due = append(due, class)
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		s.log.Warn("read when sold-out classes free up; no sold-out hint is kept", "flight", flightID, "err", err)
+		for _, c := range classes {
+			free[c] = now
+		}
+	}
+	for i, r := range results {
+		var fe *fault.Error
+		if errors.As(r.err, &fe) && fe.Code == fault.SoldOut {
+			fe.FreeAt = free[calls[i].Req.FareClass]
+			if slices.Contains(due, calls[i].Req.FareClass) {
+				// Units come back as soon as these are expired.
+				fe.FreeAt = now
+			}
+		}
+	}
+	return due
 }
 
 // whySeatsUnavailable tells a client whose seats could not all be held

@@ -362,3 +362,39 @@ func TestOverbookLimitKeepsRoomForTheLine(t *testing.T) {
 	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
+
+// A quantity hold's units are for sale from its expiry on, not from the
+// sweeper's next pass: the hold that finds the class full ends the overdue
+// hold itself (recorded, with its event) and takes the unit; with a line
+// waiting, the unit goes to the line.
+func TestOverdueHoldGivesWayAtOnce(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{})
+	ctx := context.Background()
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 1})
+	first := s.Customer(1).HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
+	_, p := s.Customer(2).TryHoldQuantity(t, flightID, "ECONOMY", 1)
+	refused(t, "while held", p, http.StatusConflict, "sold_out")
+	s.Clock.Advance(10*time.Minute + time.Millisecond)
+	s.Customer(2).HoldQuantity(t, flightID, "ECONOMY", 1)
+	var status string
+	var events int
+	if err := s.App.Pool.QueryRow(ctx, `SELECT status, (SELECT count(*) FROM outbox WHERE booking_id = $1 AND type = 'booking.expired')
+		FROM booking WHERE id = $1`, first).Scan(&status, &events); err != nil {
+		t.Fatal(err)
+	}
+	if status != "EXPIRED" || events != 1 {
+		t.Errorf("the overdue hold is %s with %d booking.expired events, want EXPIRED and 1", status, events)
+	}
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
+
+	// Full again, and a line waits: the overdue unit is offered to it.
+	waiting := s.Customer(3).JoinWaitlist(t, flightID, "ECONOMY", 1).WaitlistID
+	s.Clock.Advance(10*time.Minute + time.Millisecond)
+	_, p = s.Customer(4).TryHoldQuantity(t, flightID, "ECONOMY", 1)
+	refused(t, "a walk-in while a line waits", p, http.StatusConflict, "sold_out")
+	if e := waitEntry(t, s.App.Pool, waiting); e.status != "OFFERED" {
+		t.Errorf("the line after the overdue hold was ended: %+v, want OFFERED", e)
+	}
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
+}

@@ -367,16 +367,26 @@ func (g *Gate) held(ctx context.Context, p *gatePass) {
 	g.r.OK()
 }
 
-// soldOutSeen records the database's sold_out for units of a class.
-func (g *Gate) soldOutSeen(ctx context.Context, flight int64, class string, units int) {
+// soldOutSeen records the database's sold_out for units of a class, whose
+// first held units come back on sale at freeAt (zero: none will): the hint
+// lasts until then at the most, so a hold that runs out is for sale at
+// once, as every read already shows it.
+func (g *Gate) soldOutSeen(ctx context.Context, flight int64, class string, units int, freeAt time.Time) {
 	now := g.clock.Now()
 	hk := g.hintKey(flight, class)
 	deadline := now.Add(g.hint)
+	if !freeAt.IsZero() && freeAt.Before(deadline) {
+		deadline = freeAt
+	}
+	ttl := deadline.Sub(now).Milliseconds()
+	if ttl <= 0 {
+		return
+	}
 	g.remember(hk, units, deadline, now)
 	if !g.r.Usable() {
 		return
 	}
-	err := hintSet.Run(ctx, g.r.Cmd, []string{hk}, now.UnixMilli(), units, deadline.UnixMilli(), g.hint.Milliseconds()).Err()
+	err := hintSet.Run(ctx, g.r.Cmd, []string{hk}, now.UnixMilli(), units, deadline.UnixMilli(), ttl).Err()
 	if err != nil {
 		g.r.Fail("sold_out_hint", err)
 		return

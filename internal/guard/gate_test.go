@@ -345,6 +345,31 @@ func TestSeatGateNeverOutlivesTheHold(t *testing.T) {
 	mustAudit(t, s)
 }
 
+// The sold-out hint never outlives the first hold of its class to run out:
+// once it has, the unit is for sale at once, as every read shows it, the
+// sweeper or not (the hold that finds the class full ends the overdue one).
+func TestSoldOutHintNeverOutlivesAHold(t *testing.T) {
+	t.Parallel()
+	redisURL, prefix := apptest.SharedRedis(t)
+	s := start(t, "", redisURL, prefix, func(c *config.Config) { c.FlightHoldTTL = 4 * time.Second })
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 1})
+	s.Customer(1).HoldQuantity(t, flightID, "ECONOMY", 1)
+	// 0.3 s before the hold runs out, the class is sold out, and hinted.
+	s.Clock.Advance(3700 * time.Millisecond)
+	for c := range int64(2) {
+		if r := apptest.Try(s.Customer(2+c).TryHoldQuantity(t, flightID, "ECONOMY", 1)); !r.Problem.Is(http.StatusConflict, "sold_out") {
+			t.Fatalf("while held: %s, want 409 sold_out", r)
+		}
+	}
+	if n := turnedAway(t, s, "sold_out_hint"); n < 1 {
+		t.Fatalf("the hint turned away %d, want the second buyer", n)
+	}
+	// 0.1 s after it ran out (inside the hint's second).
+	s.Clock.Advance(400 * time.Millisecond)
+	s.Customer(4).HoldQuantity(t, flightID, "ECONOMY", 1)
+	mustAudit(t, s)
+}
+
 // seatStatus is what the flight's seat map shows for seat.
 func seatStatus(t *testing.T, s *apptest.Server, flightID int64, seat string) string {
 	t.Helper()

@@ -471,8 +471,9 @@ func (p *holdPass) done(ctx context.Context, holdErr error) {
 	}
 	g.Gate.release(ctx, p.gate)
 	g.Room.done(ctx, p.adm, false)
-	if fault.Is(holdErr, fault.SoldOut) && p.h.FlightID != 0 {
-		g.Gate.soldOutSeen(ctx, p.h.FlightID, p.h.FareClass, p.h.Units)
+	var fe *fault.Error
+	if errors.As(holdErr, &fe) && fe.Code == fault.SoldOut && p.h.FlightID != 0 {
+		g.Gate.soldOutSeen(ctx, p.h.FlightID, p.h.FareClass, p.h.Units, fe.FreeAt)
 	}
 }
 
