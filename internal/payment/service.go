@@ -126,6 +126,8 @@ func (s *Service) StartCharge(ctx context.Context, caller auth.Caller, id int64)
 		return nil, fmt.Errorf("pay booking %d: %w", id, err)
 	case holdOver(status, expires, now):
 		return nil, fault.New(fault.HoldExpired, "the hold of booking %d expired at %s", id, expires.UTC().Format(time.RFC3339))
+	case status == booking.Confirmed || status == booking.OnTrip || status == booking.Completed:
+		return nil, fault.New(fault.InvalidState, "booking %d is paid already (%s)", id, status)
 	case status != booking.Held || charged == nil:
 		return nil, fault.New(fault.InvalidState, "a %s booking cannot be paid", status)
 	}
@@ -141,11 +143,20 @@ func (s *Service) StartCharge(ctx context.Context, caller auth.Caller, id int64)
 		return nil, fmt.Errorf("charge booking %d: %w", id, err)
 	}
 	// Two requests may both have called the gateway: the key made it one
-	// charge, and whichever stores it first wins; the other reads it.
-	err = s.pool.QueryRow(ctx, `UPDATE charge SET provider_txn_id = coalesce(provider_txn_id, $2),
-			checkout_url = coalesce(checkout_url, $3)
-		WHERE id = $1 RETURNING provider_txn_id, checkout_url`, c.ID, res.ProviderTxnID, res.CheckoutURL).
-		Scan(&c.ProviderTxnID, &c.CheckoutURL)
+	// charge, and whichever stores it first wins; the other reads it. The
+	// gateway has the charge now, so a lost connection is tried again on
+	// another (the statement is idempotent) rather than answered 503 for a
+	// charge that was made.
+	for attempt := 1; ; attempt++ {
+		err = s.pool.QueryRow(ctx, `UPDATE charge SET provider_txn_id = coalesce(provider_txn_id, $2),
+				checkout_url = coalesce(checkout_url, $3)
+			WHERE id = $1 RETURNING provider_txn_id, checkout_url`, c.ID, res.ProviderTxnID, res.CheckoutURL).
+			Scan(&c.ProviderTxnID, &c.CheckoutURL)
+		if err == nil || attempt == 3 || ctx.Err() != nil {
+			break
+		}
+		s.log.Warn("store a charge the gateway made; trying again", "charge", c.ID, "err", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store charge %d: %w", c.ID, err)
 	}
