@@ -123,6 +123,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"search with an empty date", apptest.Request{Method: http.MethodGet, Path: "/flights?from=SGN&to=HAN&date="}, 422, "validation_failed", "date"},
 		{"search with a bad airport", apptest.Request{Method: http.MethodGet, Path: "/flights?from=SG&to=HAN&date=2026-12-03"}, 422, "validation_failed", "from"},
 		{"search in the past", apptest.Request{Method: http.MethodGet, Path: "/flights?from=SGN&to=HAN&date=2020-01-01"}, 422, "validation_failed", "date"},
+		// At 09:00 UTC on 1 December it is still 30 November at UTC-12, and no longer 29 November anywhere.
+		{"search a day over everywhere", apptest.Request{Method: http.MethodGet, Path: "/flights?from=SGN&to=HAN&date=2026-11-29"}, 422, "validation_failed", "date"},
 		{"bookings limit over 100", apptest.Request{Method: http.MethodGet, Path: "/bookings?limit=101", Token: alice}, 422, "validation_failed", "limit"},
 		{"customer creating a flight", apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: alice, Body: flightBody(func(map[string]any) {})}, 403, "forbidden", ""},
 		{"timestamp without offset", apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: admin, Body: flightBody(func(m map[string]any) { m["departureAt"] = "2026-12-20T08:00:00" })}, 422, "validation_failed", "departureAt"},

@@ -74,8 +74,10 @@ func (s *Server) searchFlights(w http.ResponseWriter, r *http.Request, _ auth.Ca
 		if date, err = parseDate(v); err != nil {
 			return err
 		}
-		// The date is local to the origin, which can be up to a day behind UTC.
-		if date.Before(s.Clock.Now().AddDate(0, 0, -2)) {
+		// The date is local to the origin: it is over everywhere once it is
+		// over at UTC-12, where each date ends last.
+		y, m, d := s.Clock.Now().UTC().Add(-12 * time.Hour).Date()
+		if date.Before(time.Date(y, m, d, 0, 0, 0, 0, time.UTC)) {
 			return fault.Invalid("date", "%s is in the past", v)
 		}
 	}
