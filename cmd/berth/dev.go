@@ -165,7 +165,7 @@ Try:
        -d '{"carId": <id from the search>, "from": "%[9]s", "to": "%[10]s"}'
   Pay a hold: POST /bookings/{id}/payments (Idempotency-Key) and open the checkoutUrl it returns.
 
-More users: berth token --role customer --sub 1002 (with BERTH_AUTH_SECRET from %[15]s),
+More users: berth token --role customer --sub 1002 (with BERTH_AUTH_SECRET set to the "auth" value of %[15]s),
 or in a browser %[1]s/dev/login?role=customer&sub=1002 (any role, any id).
 
 Stop with Ctrl-C. Data stays in %[16]s (delete it to start afresh).
