@@ -156,7 +156,7 @@ export async function carPage(page, id) {
     while (cells.length % 7) cells.push(h('td', { class: 'out' }));
     const weeks = [];
     for (let i = 0; i < cells.length; i += 7) weeks.push(h('tr', {}, cells.slice(i, i + 7)));
-    const turn = car.turnaround && car.turnaround !== '0s' ? ` Each booking blocks the car ${car.turnaround} longer for turnaround (cleaning and inspection), shown as booked.` : '';
+    const turn = car.turnaround && car.turnaround !== '0s' ? ` The car needs ${car.turnaround} between rentals (cleaning and inspection): a booking's busy time runs from ${car.turnaround} before it to ${car.turnaround} after it, and your rental may not overlap it.` : '';
     cal.replaceChildren(
       h('div', { class: 'row' },
         h('button', { type: 'button', class: 'secondary', dataset: { month: 'prev' }, onclick: () => { month = new Date(Date.UTC(y, m - 1, 1)); drawMonth('prev'); } }, '← ', h('span', { class: 'sr-only' }, 'Previous month')),
@@ -168,7 +168,7 @@ export async function carPage(page, id) {
       h('p', { class: 'muted' }, `Times in ${zoneLabel(tz, place)}.${turn}`),
       busy.length ? h('ul', { class: 'plain', dataset: { busyList: '' } }, busy.map((b) => h('li', {},
         'Busy from ', h('time', { datetime: b.raw.from }, dateTime(b.raw.from, tz)), ' to ', h('time', { datetime: b.raw.to }, dateTime(b.raw.to, tz)),
-        turn ? h('span', { class: 'muted' }, ` (rental, then ${car.turnaround} turnaround)`) : ''))) : h('p', {}, 'Free all month.'));
+        turn ? h('span', { class: 'muted' }, ` (turnaround, rental, turnaround)`) : ''))) : h('p', {}, 'Free all month.'));
     if (focus) cal.querySelector(`[data-month="${focus}"]`)?.focus();
   }
 
