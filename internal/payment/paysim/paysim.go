@@ -64,8 +64,9 @@ type Options struct {
 	// WebhookURL, when set, is where every webhook goes.
 	WebhookURL string
 	// RetryFor is how long a webhook is retried until berth answers 2xx
-	// (default 24 h).
-	RetryFor time.Duration
+	// (default 24 h), the pauses doubling from 50 ms up to RetryWait
+	// (default a minute).
+	RetryFor, RetryWait time.Duration
 	// MaxCharges bounds the charges kept (default 10,000): beyond it the
 	// oldest are forgotten, decided ones first, with their idempotency
 	// keys, so the simulator's memory stays bounded however it is used.
@@ -142,6 +143,9 @@ func New(o Options) *Sim {
 	}
 	if o.RetryFor <= 0 {
 		o.RetryFor = 24 * time.Hour
+	}
+	if o.RetryWait <= 0 {
+		o.RetryWait = time.Minute
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	idle := make(chan struct{})
@@ -421,7 +425,7 @@ func (s *Sim) sendLocked(url string, w payment.Webhook) {
 
 // deliver posts one copy of a webhook after delay, retrying until berth
 // answers 2xx, as gateways do: at once, then at growing intervals (at most
-// a minute apart) for RetryFor, so that money taken while berth was down
+// RetryWait apart) for RetryFor, so that money taken while berth was down
 // for a while still reaches it (a real gateway retries for days).
 func (s *Sim) deliver(url, msgID string, body []byte, delay time.Duration) {
 	wait := 50 * time.Millisecond
@@ -452,7 +456,7 @@ func (s *Sim) deliver(url, msgID string, body []byte, delay time.Duration) {
 			err = fmt.Errorf("answered %d", resp.StatusCode)
 		}
 		o.Log.Warn("paysim: webhook delivery failed; retrying", "url", url, "id", msgID, "err", err)
-		delay, wait = wait, min(wait*2, time.Minute)
+		delay, wait = wait, min(wait*2, o.RetryWait)
 	}
 	s.options().Log.Error("paysim: webhook given up", "url", url, "id", msgID)
 }

@@ -137,3 +137,42 @@ func TestSimulatorProtocol(t *testing.T) {
 		t.Errorf("webhook types %v", types)
 	}
 }
+
+// A webhook is retried until berth takes it, well past a dozen refusals
+// (berth or its database down for a while): money taken meanwhile still
+// reaches berth, to be confirmed or refunded.
+func TestWebhookRetriedUntilTaken(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	var (
+		mu       sync.Mutex
+		refusals int
+		taken    int
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refusals < 30 {
+			refusals++
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		taken++
+	}))
+	t.Cleanup(hook.Close)
+	sim := paysim.New(paysim.Options{Key: key, Clock: clock.NewFake(now), Auto: true, RetryWait: 5 * time.Millisecond})
+	t.Cleanup(sim.Close)
+	if _, err := sim.Charge(context.Background(), "c-1", payment.ChargeRequest{BookingID: 7, Amount: 1500, Currency: "VND", WebhookURL: hook.URL}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := sim.Idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if refusals != 30 || taken != 1 {
+		t.Errorf("%d refusals, then taken %d times; want 30, then once", refusals, taken)
+	}
+}
