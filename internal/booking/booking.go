@@ -63,6 +63,9 @@ type Booking struct {
 	Amount        int64
 	Currency      string
 	HoldExpiresAt time.Time
+	// ExtendedAt is when the hold was extended (once at most: Extend);
+	// zero while it was not.
+	ExtendedAt time.Time
 	// StartsAt is when the service starts (departure, pickup): refund rules
 	// count back from it.
 	StartsAt   time.Time
@@ -96,7 +99,7 @@ type Booking struct {
 // return a booking use "RETURNING " + Columns.
 const Columns = `id, kind, status, customer_id, host_id, amount, currency, refund_status, hold_expires_at, starts_at,
 	refund_rule, flight_id, fare_class, seats, quantity, cancel_reason, refund_amount, version,
-	created_at, updated_at, fare_bucket, car_id, lower(period), upper(period), rental_price, utc_offset`
+	created_at, updated_at, fare_bucket, car_id, lower(period), upper(period), rental_price, utc_offset, extended_at`
 
 // Scan reads one row of Columns.
 func Scan(row pgx.Row) (*Booking, error) {
@@ -114,11 +117,12 @@ func Scan(row pgx.Row) (*Booking, error) {
 		from, to     *time.Time
 		rentalPrice  *int64
 		utcOffset    *int32
+		extendedAt   *time.Time
 	)
 	err := row.Scan(&b.ID, &b.Kind, &b.Status, &b.CustomerID, &hostID, &b.Amount, &b.Currency, &refundStatus,
 		&b.HoldExpiresAt, &b.StartsAt, &rule, &flightID, &fareClass, &b.Seats, &quantity,
 		&cancelReason, &b.RefundAmount, &b.Version, &b.CreatedAt, &b.UpdatedAt, &fareBucket,
-		&carID, &from, &to, &rentalPrice, &utcOffset)
+		&carID, &from, &to, &rentalPrice, &utcOffset, &extendedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +139,7 @@ func Scan(row pgx.Row) (*Booking, error) {
 	b.CarID = deref(carID)
 	b.From, b.To = deref(from), deref(to)
 	b.RentalPrice = deref(rentalPrice)
+	b.ExtendedAt = deref(extendedAt)
 	if utcOffset != nil {
 		b.Zone = time.FixedZone("", int(*utcOffset))
 	}
@@ -158,6 +163,7 @@ type View struct {
 	Amount        int64      `json:"amount"`
 	Currency      string     `json:"currency"`
 	HoldExpiresAt *time.Time `json:"holdExpiresAt,omitempty"`
+	ExtendedAt    *time.Time `json:"extendedAt,omitempty"`
 	FlightID      int64      `json:"flightId,omitempty"`
 	FareClass     string     `json:"fareClass,omitempty"`
 	Seats         []string   `json:"seats,omitempty"`
@@ -200,6 +206,10 @@ func (b *Booking) View() View {
 		t := b.HoldExpiresAt.In(zone)
 		v.HoldExpiresAt = &t
 		v.PaymentURL = fmt.Sprintf("/bookings/%d/payments", b.ID)
+	}
+	if !b.ExtendedAt.IsZero() {
+		t := b.ExtendedAt.In(zone)
+		v.ExtendedAt = &t
 	}
 	if b.Kind == KindFlight {
 		v.FlightID = b.FlightID

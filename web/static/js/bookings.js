@@ -3,7 +3,7 @@
 // cancelling with the refund shown before it is confirmed.
 import { api, airports, cities, send, claims } from './api.js';
 import { h, slot, announce, every, moreButton, whileBusy, focusAlert } from './ui.js';
-import { money, dateTime, zoneLabel, countdown, titleCase, period } from './format.js';
+import { money, dateTime, zoneLabel, countdown, titleCase, period, timeOnly } from './format.js';
 import { when } from './flights.js';
 
 export async function bookingsPage(page) {
@@ -195,7 +195,14 @@ export async function bookingPage(page, id) {
       tick = setInterval(show, 1000);
       if (me && String(b.customerId) === me.sub && me.role === 'customer') {
         actions.append(h('button', { type: 'button', dataset: { action: 'pay' }, onclick: pay }, `Pay ${money(b.amount, b.currency)}`));
-        actions.append(h('button', { type: 'button', class: 'secondary', dataset: { action: 'extend' }, onclick: extend }, 'More time'));
+        // A hold is extended once: once it was (extendedAt), More time
+        // gives way to a note saying so, which keeps the focus it had.
+        if (b.extendedAt) {
+          actions.append(h('p', { class: 'muted', tabindex: '-1', dataset: { extended: b.extendedAt } },
+            `More time was given at ${timeOnly(b.extendedAt, ctx.tz)}: a hold is extended only once.`));
+        } else {
+          actions.append(h('button', { type: 'button', class: 'secondary', dataset: { action: 'extend' }, onclick: extend }, 'More time'));
+        }
       }
     }
     if (b.kind === 'car' && me && (me.role === 'host' || me.role === 'admin')) {
@@ -255,8 +262,8 @@ export async function bookingPage(page, id) {
       b = await api('POST', `/bookings/${id}/extend`);
       await loadEvents();
       draw();
-      // The redrawn page's More time has the focus, as the old one had.
-      refocus('[data-action="extend"]');
+      // The note that replaces More time has the focus the button had.
+      refocus('[data-extended]');
       announce(`The hold now lasts until ${dateTime(b.holdExpiresAt, ctx.tz)}.`);
     } catch (err) {
       errors.error(err);
