@@ -58,3 +58,53 @@ func TestBrowserExtendedOnce(t *testing.T) {
 		t.Errorf("the car hold's extendedAt %v, want %s", b.ExtendedAt, e.srv.Clock.Now().In(ict).Format(time.RFC3339))
 	}
 }
+
+// A quantity hold (or a waitlist offer) gets its seats on its booking
+// page: the flight's map for its fare class, exactly quantity seats, one
+// button; a seat taken meanwhile is refused with seat_unavailable, shown
+// taken on the map.
+func TestBrowserAssignSeats(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 1, 0)
+	pair := e.srv.Customer(7101).HoldQuantity(t, id, "ECONOMY", 2).BookingID
+	one := e.srv.Customer(7101).HoldQuantity(t, id, "ECONOMY", 1).BookingID
+	tb := e.tab("customer", auth.Customer, 7101)
+	tb.open(fmt.Sprintf("/app/bookings/%d", pair), `[data-seat="3A"]`)
+	tb.check("booking (choose seats)")
+	assign := `document.querySelector('[data-action="assign-seats"]')`
+	if !eval[bool](tb, assign+`.disabled`) {
+		t.Error("with no seat chosen the button is enabled")
+	}
+	tb.click(`[data-seat="1A"]`) // business: not the booking's class
+	if got := eval[string](tb, `document.querySelector('[data-seat="1A"]').dataset.status`); got != "AVAILABLE" {
+		t.Errorf("a business seat for an economy booking turned %s", got)
+	}
+	tb.click(`[data-seat="3A"]`)
+	if !eval[bool](tb, assign+`.disabled`) {
+		t.Error("with 1 seat of 2 chosen the button is enabled")
+	}
+	tb.click(`[data-seat="3B"]`)
+	tb.waitFor("3B selected", `document.querySelector('[data-seat="3B"]').dataset.status === 'SELECTED'`)
+	tb.click(`[data-seat="3C"]`) // a third is one too many
+	if got := eval[string](tb, `document.querySelector('[data-seat="3C"]').dataset.status`); got != "AVAILABLE" {
+		t.Errorf("a third seat for 2 turned %s", got)
+	}
+	tb.click(`[data-action="assign-seats"]`)
+	tb.waitFor("the seats assigned", `document.querySelector('.kv')?.textContent.includes('3A, 3B')`)
+	if eval[bool](tb, `!!document.querySelector('[data-action="assign-seats"]')`) {
+		t.Error("the seats are assigned, and the page still offers to assign some")
+	}
+	if got := e.srv.Customer(7101).GetBooking(t, pair).Seats; strings.Join(got, ",") != "3A,3B" {
+		t.Errorf("the booking's seats are %v, want [3A 3B]", got)
+	}
+
+	// Someone takes the seat chosen before it is assigned.
+	tb.open(fmt.Sprintf("/app/bookings/%d", one), `[data-seat="3C"]`)
+	tb.click(`[data-seat="3C"]`)
+	e.srv.Customer(7102).HoldSeats(t, id, "ECONOMY", "3C")
+	tb.click(`[data-action="assign-seats"]`)
+	tb.waitFor("seat_unavailable", `document.querySelector('[role="alert"]')?.textContent.includes('seat_unavailable')`)
+	tb.waitFor("3C shown HELD", `document.querySelector('[data-seat="3C"]').dataset.status === 'HELD'`)
+	tb.check("booking (seat taken)")
+}

@@ -5,6 +5,7 @@ import { api, airports, cities, send, claims } from './api.js';
 import { h, slot, announce, every, moreButton, whileBusy, focusAlert } from './ui.js';
 import { money, dateTime, zoneLabel, countdown, titleCase, period, timeOnly } from './format.js';
 import { when } from './flights.js';
+import { SeatMap } from './seatmap.js';
 
 export async function bookingsPage(page) {
   page.title('My bookings');
@@ -212,8 +213,81 @@ export async function bookingPage(page, id) {
     if (b.status === 'HELD' || b.status === 'CONFIRMED') {
       actions.append(h('button', { type: 'button', class: 'danger', dataset: { action: 'cancel' }, onclick: askCancel }, b.status === 'HELD' ? 'Release hold' : 'Cancel booking'));
     }
+    // A quantity booking of a flight (a quantity hold, a waitlist offer)
+    // gets its seats here while HELD or CONFIRMED: the same section (and
+    // its selection) across redraws.
+    const own = me?.role === 'customer' && String(b.customerId) === me.sub;
+    if (own && b.kind === 'flight' && !b.seats?.length && (b.status === 'HELD' || b.status === 'CONFIRMED') && ctx.seatMap) {
+      seats ??= seatPicker();
+    } else seats = null;
     // replaceChildren would show a null as the text "null": only nodes.
-    body.replaceChildren(...[h('p', { tabindex: '-1', dataset: { statusLine: '' } }, 'Status: ', status), facts, clock, actions, eventsBox].filter(Boolean));
+    body.replaceChildren(...[h('p', { tabindex: '-1', dataset: { statusLine: '' } }, 'Status: ', status), facts, clock, actions, seats?.el, eventsBox].filter(Boolean));
+  }
+
+  // seatPicker shows the flight's seat map for the booking's fare class:
+  // exactly quantity seats are chosen, then assigned in one request
+  // (POST /bookings/{id}/seats); a seat someone took meanwhile is refused
+  // (seat_unavailable, the map then shows it taken).
+  let seats = null;
+  function seatPicker() {
+    const n = b.quantity;
+    const cls = titleCase(b.fareClass);
+    const alerts = slot();
+    const count = h('p', { id: 'seat-count', 'aria-live': 'polite' });
+    const button = h('button', { type: 'button', dataset: { action: 'assign-seats' }, 'aria-describedby': 'seat-count', onclick: assign }, `Assign ${n === 1 ? 'this seat' : 'these seats'}`);
+    const map = new SeatMap({
+      classNames: { [b.fareClass]: cls },
+      onToggle: (no, fc) => {
+        if (fc !== b.fareClass) {
+          announce(`Seat ${no} is not ${cls}: choose a ${cls} seat.`);
+          return;
+        }
+        if (map.selected.has(no)) map.selected.delete(no);
+        else if (map.selected.size >= n) {
+          announce(`You have ${n} seat${n > 1 ? 's' : ''} to place: unselect one first.`);
+          return;
+        } else map.selected.add(no);
+        map.restyle();
+        show();
+        announce(`Seat ${no} ${map.selected.has(no) ? 'selected' : 'unselected'}. ${map.selected.size} of ${n} chosen.`);
+      },
+    });
+    function show() {
+      const k = map.selected.size;
+      count.textContent = `${k} of ${n} ${cls} seat${n > 1 ? 's' : ''} chosen${k ? ` (${[...map.selected].sort().join(', ')})` : ''}.`
+        + (k === n ? '' : ` Choose ${n - k} more to assign them.`);
+      button.disabled = k !== n;
+    }
+    async function assign() {
+      if (button.disabled) return;
+      alerts.clear();
+      try {
+        b = await whileBusy(button, () => api('POST', `/bookings/${id}/seats`, { body: { seats: [...map.selected].sort() } }));
+        await loadEvents();
+        draw();
+        refocus('[data-status-line]');
+        announce(`Seats ${b.seats.join(', ')} are yours.`);
+      } catch (err) {
+        alerts.error(err);
+        if (err.code === 'seat_unavailable' || err.code === 'validation_failed') await refresh().catch(() => {});
+        show();
+        focusAlert(alerts.el);
+      }
+    }
+    async function refresh() {
+      const sm = await api('GET', `/flights/${b.flightId}/seats`);
+      const lost = map.update(sm.seats);
+      if (lost.length) announce(`Seat${lost.length > 1 ? 's' : ''} ${lost.join(', ')} just went to someone else.`);
+      show();
+    }
+    const el = h('section', { class: 'card', 'aria-labelledby': 'pick-seats' },
+      h('h2', { id: 'pick-seats' }, `Choose your seat${n > 1 ? 's' : ''}`),
+      h('p', { class: 'muted' }, `Pick ${n} ${cls} seat${n > 1 ? 's' : ''} on the map (other classes are dimmed). Use the arrow keys to move between seats and Space to choose one.`),
+      h('div', { class: 'seatmap-wrap' }, map.build(ctx.seatMap.seats)),
+      count, alerts.el, button);
+    map.setClass(b.fareClass);
+    show();
+    return { el, refresh };
   }
 
   const eventsBox = h('section', { 'aria-label': 'Events' });
@@ -355,6 +429,8 @@ export async function bookingPage(page, id) {
   // while the booking may still change by itself.
   every(page, 2000, async () => {
     if (b.status === 'HELD' || (b.refundStatus === 'REQUESTED')) await reload().catch(() => {});
+    // The seat picker's map shows seats others take meanwhile.
+    if (seats && !page.left) await seats.refresh().catch(() => {});
   });
 }
 
@@ -362,9 +438,12 @@ export async function bookingPage(page, id) {
 // and its airports, or the car and its zone.
 async function context(b) {
   if (b.kind === 'flight') {
-    const [flight, list] = await Promise.all([api('GET', `/flights/${b.flightId}`).catch(() => null), airports()]);
+    // A booking without seats may be given some: it needs the seat map.
+    const needsSeats = !b.seats?.length && (b.status === 'HELD' || b.status === 'CONFIRMED');
+    const [flight, list, seatMap] = await Promise.all([api('GET', `/flights/${b.flightId}`).catch(() => null), airports(),
+      needsSeats ? api('GET', `/flights/${b.flightId}/seats`).catch(() => null) : null]);
     const origin = flight ? list.get(flight.from) : null;
-    return { flight, origin, tz: origin?.timeZone || 'UTC' };
+    return { flight, origin, tz: origin?.timeZone || 'UTC', seatMap: seatMap?.seats?.length ? seatMap : null };
   }
   const [car, list] = await Promise.all([api('GET', `/cars/${b.carId}`).catch(() => null), cities()]);
   const tz = car?.timeZone || 'UTC';
