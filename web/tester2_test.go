@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/auth"
 )
 
@@ -107,4 +108,44 @@ func TestBrowserAssignSeats(t *testing.T) {
 	tb.waitFor("seat_unavailable", `document.querySelector('[role="alert"]')?.textContent.includes('seat_unavailable')`)
 	tb.waitFor("3C shown HELD", `document.querySelector('[data-seat="3C"]').dataset.status === 'HELD'`)
 	tb.check("booking (seat taken)")
+}
+
+// A customer's booking page follows changes made elsewhere while the
+// booking may still change, not only while HELD: the host's hand-over
+// (CONFIRMED → ON_TRIP) shows within the refresh, without a reload and
+// without the focus dropping to the body; a cancellation by the host
+// shows at once when the tab is shown again.
+func TestBrowserBookingPageFollows(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	tb, id := e.rentalPage(7201, 7202, "30A-720.01", time.Hour, true, `[data-action="cancel"]`)
+	tb.run(markPage())
+	_ = eval[bool](tb, `(document.querySelector('[data-action="cancel"]').focus(), true)`)
+	if r := apptest.Do(t, e.srv.URL, apptest.Request{Method: "POST", Path: fmt.Sprintf("/bookings/%d/pickup", id), Token: e.srv.Token(auth.Host, 7201)}); r.Status != 200 {
+		t.Fatalf("pickup: %d %s", r.Status, r.Code())
+	}
+	tb.waitStatus("ON_TRIP")
+	if !eval[bool](tb, `window.__berthMark === true`) {
+		t.Error("the page was reloaded")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if got := eval[string](tb, focused); got == "body" {
+		t.Error("after the refresh the focus is on the body")
+	}
+
+	// Another booking, open, cancelled by the host: the tab, shown again,
+	// asks at once (not at the next 12 s refresh).
+	from := e.srv.Clock.Now().Add(96 * time.Hour)
+	other := e.carBooking(7202, e.car(7201, "30A-720.02"), from, from.Add(24*time.Hour), true)
+	tb.open(fmt.Sprintf("/app/bookings/%d", other), `[data-action="cancel"]`)
+	e.srv.Host(7201).Cancel(t, other)
+	_ = eval[bool](tb, `(document.dispatchEvent(new Event('visibilitychange')), true)`)
+	deadline := time.Now().Add(5 * time.Second)
+	for eval[string](tb, `document.querySelector('[data-booking-status]').dataset.bookingStatus`) != "CANCELLED" {
+		if time.Now().After(deadline) {
+			t.Fatal("5 s after the tab was shown again, the host's cancellation is not on the page")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tb.check("booking (cancelled by the host)")
 }

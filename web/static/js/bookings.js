@@ -301,15 +301,26 @@ export async function bookingPage(page, id) {
 
   // reload redraws only when the booking changed, so that a person's focus
   // (on the Pay button, say) is not lost to a refresh.
+  // A redraw puts the focus back where it was: on the control with the
+  // same data-action, or (when that is gone, say Cancel after a
+  // hand-over) on the status line, never on the page's body.
   async function reload() {
     const before = b;
-    b = await api('GET', `/bookings/${id}`);
-    if (page.left || (b.version === before.version && b.refundStatus === before.refundStatus)) return;
+    const next = await api('GET', `/bookings/${id}`);
+    if (page.left || (next.version === before.version && next.status === before.status && next.refundStatus === before.refundStatus)) return;
+    b = next;
     await loadEvents();
     if (page.left) return;
+    const active = document.activeElement;
+    const had = body.contains(active) && !seats?.el.contains(active) ? (active.dataset.action ? `[data-action="${active.dataset.action}"]` : '[data-status-line]') : null;
     draw();
+    if (had && !body.contains(document.activeElement)) refocus(had);
     if (b.status !== before.status) announce(`The booking is now ${titleCase(b.status)}.`);
   }
+
+  // settled is true once nothing will change the booking any more: it
+  // ended (expired, completed, cancelled) with no refund still owed.
+  const settled = () => ['EXPIRED', 'COMPLETED', 'CANCELLED'].includes(b.status) && b.refundStatus !== 'REQUESTED';
 
   // pay starts one charge: the button stays disabled while the attempt is
   // in flight, so a double click does not start a second one (with a key
@@ -425,13 +436,26 @@ export async function bookingPage(page, id) {
   await loadEvents();
   draw();
   page.cleanup(() => clearInterval(tick));
-  // Payments and expiries arrive from elsewhere: keep the page current
-  // while the booking may still change by itself.
-  every(page, 2000, async () => {
-    if (b.status === 'HELD' || (b.refundStatus === 'REQUESTED')) await reload().catch(() => {});
+  // Changes arrive from elsewhere (a payment, an expiry, a hand-over, a
+  // refund returned, a cancellation by the host or an admin): keep the
+  // page current while the booking may still change. A hold is asked
+  // every 2 s (its payment is awaited), any other booking that may change
+  // every 12 s, and at once when the tab is shown again; a hidden tab and
+  // a settled booking ask nothing.
+  let asked = Date.now();
+  const ask = async () => {
+    asked = Date.now();
+    await reload().catch(() => {});
     // The seat picker's map shows seats others take meanwhile.
     if (seats && !page.left) await seats.refresh().catch(() => {});
+  };
+  every(page, 2000, async () => {
+    if (document.hidden || settled()) return;
+    if (b.status === 'HELD' || Date.now() - asked >= 12000) await ask();
   });
+  const shown = () => { if (!document.hidden && !settled()) ask(); };
+  document.addEventListener('visibilitychange', shown);
+  page.cleanup(() => document.removeEventListener('visibilitychange', shown));
 }
 
 // context loads what a booking's page shows beside the booking: the flight
