@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/auth"
 )
@@ -148,4 +151,38 @@ func TestBrowserBookingPageFollows(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	tb.check("booking (cancelled by the host)")
+}
+
+// The cancel question is modal: a <dialog> opened with showModal, the page
+// behind it out of reach of the mouse and the keyboard until it is
+// answered; Escape closes it with the focus back on the button that
+// opened it.
+func TestBrowserCancelQuestionModal(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	tb, _ := e.rentalPage(7301, 7302, "30A-730.01", 96*time.Hour, true, `[data-action="cancel"]`)
+	tb.click(`[data-action="cancel"]`)
+	tb.waitVisible(`[data-action="keep-booking"]`)
+	if !eval[bool](tb, `!!document.querySelector('[data-refund-quote]')?.matches('dialog:modal')`) {
+		t.Error("the cancel question is not a modal dialog")
+	}
+	// The page behind: the mouse cannot reach the Cancel booking button.
+	if eval[bool](tb, `(() => { const r = document.querySelector('[data-action="cancel"]').getBoundingClientRect();
+  return document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2)?.dataset?.action === 'cancel'; })()`) {
+		t.Error("the Cancel booking button behind the question can still be clicked")
+	}
+	// Nor the keyboard: Tab stays in the question.
+	for i := range 4 {
+		tb.run(keys("\t"))
+		if !eval[bool](tb, `!!document.activeElement.closest('dialog')`) {
+			t.Errorf("Tab %d left the question for %q", i+1, eval[string](tb, focused))
+			break
+		}
+	}
+	tb.check("booking (modal cancel question)")
+	tb.run(chromedp.KeyEvent(kb.Escape))
+	tb.waitFor("Escape closing the question", `!document.querySelector('dialog')`)
+	if got := eval[string](tb, focused); got != "cancel" {
+		t.Errorf("after Escape the focus is on %q, want the Cancel booking button", got)
+	}
 }

@@ -389,22 +389,35 @@ export async function bookingPage(page, id) {
     // The refund goes to the customer: a host or an admin cancelling is
     // told what the customer gets back.
     const own = me?.role === 'customer' && String(b.customerId) === me.sub;
-    // Keeping the booking (the button, or Escape) closes the question and
-    // gives the focus back to the button that asked it.
+    // The question is a modal <dialog>: the page behind it is inert until
+    // it is answered. Keeping the booking (the button, or Escape) closes it
+    // and gives the focus back to the button that asked it.
     const close = () => {
+      if (dialog.open) dialog.close();
       quote.clear();
       body.querySelector('[data-action="cancel"]')?.focus();
     };
     const keep = h('button', { type: 'button', class: 'secondary', dataset: { action: 'keep-booking' }, onclick: close }, 'Keep it');
-    quote.show(h('div', {
-      class: 'card', role: 'dialog', 'aria-labelledby': 'cq', dataset: { refundQuote: String(q.refundAmount) },
-      onkeydown: (e) => { if (e.key === 'Escape') { e.preventDefault(); close(); } },
+    const dialog = h('dialog', {
+      class: 'card question', role: 'dialog', 'aria-labelledby': 'cq', dataset: { refundQuote: String(q.refundAmount) },
+      // Escape: the browser's cancel, closed our way (focus back on Cancel).
+      oncancel: (e) => { e.preventDefault(); if (!dialog.dataset.busy) close(); },
+      // Tab goes round the question's buttons, not out to the browser.
+      onkeydown: (e) => {
+        if (e.key !== 'Tab') return;
+        const buttons = [...dialog.querySelectorAll('button:not([disabled])')];
+        const at = buttons.indexOf(document.activeElement);
+        const next = e.shiftKey ? (at <= 0 ? buttons.length - 1 : -1) : (at === buttons.length - 1 ? 0 : -1);
+        if (next >= 0 && buttons.length) { e.preventDefault(); buttons[next].focus(); }
+      },
     },
       h('h2', { id: 'cq' }, 'Cancel this booking?'),
       h('p', {}, own ? 'If you cancel now, you get back ' : 'If you cancel now, the customer gets back ', h('strong', {}, money(q.refundAmount, q.currency)), ` of ${money(q.amount, q.currency)} (${why}).`),
       h('div', { class: 'row' },
         h('button', { type: 'button', class: 'danger', dataset: { action: 'confirm-cancel' }, onclick: doCancel }, 'Yes, cancel'),
-        keep)));
+        keep));
+    quote.show(dialog);
+    dialog.showModal();
     // The safe choice has the focus: Enter or Space keeps the booking.
     keep.focus();
   }
@@ -414,19 +427,21 @@ export async function bookingPage(page, id) {
   // question then closes, and the focus goes to the new status (or to the
   // alert), not to the page's body.
   async function doCancel(e) {
-    const question = e.currentTarget.closest('[role="dialog"]');
+    const question = e.currentTarget.closest('dialog');
     if (question.dataset.busy) return;
     question.dataset.busy = 'true';
     for (const button of question.querySelectorAll('button')) button.disabled = true;
     question.querySelector('[data-action="confirm-cancel"]').focus(); // kept while disabled
     try {
       b = await api('POST', `/bookings/${id}/cancel`);
+      question.close();
       quote.clear();
       await loadEvents();
       draw();
       refocus('[data-status-line]');
       announce(`Cancelled. Refund: ${money(b.refundAmount || 0, b.currency)}.`);
     } catch (err) {
+      question.close();
       quote.clear();
       errors.error(err);
       focusAlert(errors.el);
