@@ -186,3 +186,24 @@ func TestBrowserCancelQuestionModal(t *testing.T) {
 		t.Errorf("after Escape the focus is on %q, want the Cancel booking button", got)
 	}
 }
+
+// A hand-over refused for being outside the pick-up window says the
+// window in the booking's own zone (Hanoi's +07:00, as its times are
+// written), not in UTC.
+func TestBrowserHandoverWindowInZone(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	from := e.srv.Clock.Now().In(ict).Add(48 * time.Hour)
+	id := e.carBooking(7402, e.car(7401, "30A-740.01"), from, from.Add(24*time.Hour), true)
+	host := e.tab("host", auth.Host, 7401)
+	host.open(fmt.Sprintf("/app/bookings/%d", id), `[data-action="pickup"]`)
+	host.click(`[data-action="pickup"]`)
+	host.waitFor("the refusal", `document.querySelector('[role="alert"]')?.textContent.includes('invalid_state')`)
+	got := host.text(`[role="alert"]`)
+	for _, want := range []string{from.Add(-2 * time.Hour).Format(time.RFC3339), from.Add(24 * time.Hour).Format(time.RFC3339)} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the refusal says %q, want the window in the booking's zone (%s)", got, want)
+		}
+	}
+	host.check("booking (hand-over refused)")
+}

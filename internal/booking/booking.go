@@ -182,6 +182,14 @@ type View struct {
 	UpdatedAt     time.Time  `json:"updatedAt"`
 }
 
+// inZone formats t in RFC 3339 in b.Zone, as b's answers show its times.
+func (b *Booking) inZone(t time.Time) string {
+	if b.Zone == nil {
+		return t.UTC().Format(time.RFC3339)
+	}
+	return t.In(b.Zone).Format(time.RFC3339)
+}
+
 // View returns b as docs/api.md shows it, its times in b.Zone.
 func (b *Booking) View() View {
 	zone := b.Zone

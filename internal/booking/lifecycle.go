@@ -424,8 +424,10 @@ func (l *Lifecycle) Move(ctx context.Context, db pg.Beginner, caller auth.Caller
 			return fault.New(fault.InvalidState, "a %s %s booking cannot become %s", b.Status, b.Kind, to)
 		}
 		if to == OnTrip && (now.Before(b.From.Add(-l.PickupEarly)) || !now.Before(b.To)) {
+			// In the booking's own zone, as its answers show its period
+			// (the host reads it beside the booking), not in UTC.
 			return fault.New(fault.InvalidState, "the car can be picked up only from %s until %s",
-				b.From.Add(-l.PickupEarly).UTC().Format(time.RFC3339), b.To.UTC().Format(time.RFC3339))
+				b.inZone(b.From.Add(-l.PickupEarly)), b.inZone(b.To))
 		}
 		if !to.Live() {
 			out, err = l.leave(ctx, tx, b, to, now, "", nil)
