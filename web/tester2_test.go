@@ -207,3 +207,32 @@ func TestBrowserHandoverWindowInZone(t *testing.T) {
 	}
 	host.check("booking (hand-over refused)")
 }
+
+// The refund question names the rule's tier that gives the refund: a car
+// cancelled 48 h before pick-up gets 50 % for 24–72 h of notice; a flight
+// fare refunding 80 % up to 24 h gets 80 % for at least 24 h.
+func TestBrowserRefundRuleInWords(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	tb, _ := e.rentalPage(7501, 7502, "30A-750.01", 48*time.Hour, true, `[data-action="cancel"]`)
+	tb.click(`[data-action="cancel"]`)
+	tb.waitVisible(`[data-refund-quote]`)
+	if got := tb.text(`[data-refund-quote] p`); !strings.Contains(got, "50 % — cancelled 24–72 h before pick-up") {
+		t.Errorf("the question says %q, want the tier: 50 %% — cancelled 24–72 h before pick-up", got)
+	}
+	tb.check("booking (refund rule in words)")
+
+	dep := e.srv.Clock.Now().Add(72 * time.Hour).Truncate(time.Hour)
+	eighty := 80
+	fl := e.srv.Admin().CreateFlight(t, apptest.Flight{Code: "BT202", DepartureAt: dep, Fares: []apptest.Fare{
+		{Class: "ECONOMY", Price: 1_000_000, Capacity: 6, Refundable: &eighty, Seats: []string{"3A", "3B", "3C", "3D", "3E", "3F"}},
+	}}).ID
+	bid := e.srv.Customer(7502).HoldSeats(t, fl, "ECONOMY", "3A").BookingID
+	e.pay(7502, bid)
+	tb.open(fmt.Sprintf("/app/bookings/%d", bid), `[data-action="cancel"]`)
+	tb.click(`[data-action="cancel"]`)
+	tb.waitVisible(`[data-refund-quote]`)
+	if got := tb.text(`[data-refund-quote] p`); !strings.Contains(got, "80 % — cancelled at least 24 h before departure") {
+		t.Errorf("the question says %q, want the tier: 80 %% — cancelled at least 24 h before departure", got)
+	}
+}

@@ -127,7 +127,11 @@ type Cancellation struct {
 	Rule string
 	// Percent is the share of the amount refunded.
 	Percent int
-	At      time.Time
+	// AtLeast and LessThan bound, under RulePolicy, the notice the
+	// cancellation gives (the rule's tiers, policy.Rule.Window); -1 where
+	// no tier bounds it, and under the other rules.
+	AtLeast, LessThan time.Duration
+	At                time.Time
 }
 
 // The rules a Cancellation names.
@@ -142,7 +146,7 @@ const (
 // host or an admin cancels someone else's booking. Returns
 // fault.InvalidState for any other status.
 func cancellation(b *Booking, caller auth.Caller, now time.Time) (Cancellation, error) {
-	c := Cancellation{Booking: b, Reason: ByCustomer, At: now}
+	c := Cancellation{Booking: b, Reason: ByCustomer, At: now, AtLeast: -1, LessThan: -1}
 	// The role decides: a customer token is the customer even when its
 	// id is also the car's host's.
 	switch {
@@ -167,6 +171,7 @@ func cancellation(b *Booking, caller auth.Caller, now time.Time) (Cancellation, 
 			c.Rule = RulePolicy
 			c.Percent = b.RefundRule.Percent(b.StartsAt, now)
 			c.Refund = b.RefundRule.Refund(b.Amount, b.StartsAt, now)
+			c.AtLeast, c.LessThan = b.RefundRule.Window(b.StartsAt, now)
 		}
 	default:
 		return c, fault.New(fault.InvalidState, "a %s booking cannot be cancelled", b.Status)

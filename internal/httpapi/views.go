@@ -227,10 +227,19 @@ func (s *Server) refundQuote(w http.ResponseWriter, r *http.Request, c auth.Call
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	out := map[string]any{
 		"bookingId": id, "refundAmount": q.Refund, "currency": q.Booking.Currency, "amount": q.Booking.Amount,
 		"percent": q.Percent, "rule": q.Rule, "cancelReason": q.Reason, "asOf": q.At.UTC().Format(time.RFC3339),
-	})
+	}
+	// Which of the rule's tiers applies, so that a client can say it in
+	// words ("50 %: cancelled 24–72 h before pick-up").
+	if q.AtLeast >= 0 {
+		out["noticeAtLeast"] = int64(q.AtLeast / time.Second)
+	}
+	if q.LessThan >= 0 {
+		out["noticeLessThan"] = int64(q.LessThan / time.Second)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

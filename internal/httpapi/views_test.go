@@ -266,6 +266,10 @@ func TestRefundQuote(t *testing.T) {
 	if q["refundAmount"] != float64(0) || q["percent"] != float64(0) || q["rule"] != "policy" {
 		t.Errorf("quote 20 h before departure %v, want 0 %% by policy", q)
 	}
+	// The tier: less than the 24 h the rule asks for, none below it.
+	if _, ok := q["noticeAtLeast"]; ok || q["noticeLessThan"] != float64(24*3600) {
+		t.Errorf("quote 20 h before departure %v, want noticeLessThan 86400 and no noticeAtLeast", q)
+	}
 	cancelled := v.s.Do(apptest.Request{Method: "POST", Path: fmt.Sprintf("/bookings/%d/cancel", paid), Token: v.s.Token(auth.Customer, 8)}).Map(t)
 	if cancelled["refundAmount"] != q["refundAmount"] {
 		t.Errorf("cancelled with refund %v, quoted %v", cancelled["refundAmount"], q["refundAmount"])

@@ -62,6 +62,25 @@ func (r Rule) Percent(start, now time.Time) int {
 	return best.Percent
 }
 
+// Window returns the notice a cancellation at now gives, as the rule's
+// tiers bound it: at least atLeast (the notice of the tier that applies)
+// and less than lessThan (the next longer tier's notice). Either is -1
+// when there is no such tier (no tier applies: the refund is 0; the tier
+// that applies is the longest).
+func (r Rule) Window(start, now time.Time) (atLeast, lessThan time.Duration) {
+	left := start.Sub(now)
+	atLeast, lessThan = -1, -1
+	for _, t := range r {
+		if left >= t.Notice && t.Notice > atLeast {
+			atLeast = t.Notice
+		}
+		if left < t.Notice && (lessThan < 0 || t.Notice < lessThan) {
+			lessThan = t.Notice
+		}
+	}
+	return atLeast, lessThan
+}
+
 // Validate reports a rule that cannot be applied.
 func (r Rule) Validate() error {
 	for _, t := range r {

@@ -72,3 +72,24 @@ func TestRuleJSONRoundTrip(t *testing.T) {
 		t.Error("a 101 % tier was accepted")
 	}
 }
+
+func TestWindowNamesTheTier(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		rule              Rule
+		before            time.Duration
+		atLeast, lessThan time.Duration
+	}{
+		{CarRental, 100 * time.Hour, 72 * time.Hour, -1},
+		{CarRental, 72 * time.Hour, 72 * time.Hour, -1},
+		{CarRental, 48 * time.Hour, 24 * time.Hour, 72 * time.Hour},
+		{CarRental, 10 * time.Hour, -1, 24 * time.Hour},
+		{Flight(0, 24*time.Hour), 48 * time.Hour, -1, -1},
+	} {
+		a, l := c.rule.Window(start, start.Add(-c.before))
+		if a != c.atLeast || l != c.lessThan {
+			t.Errorf("%v, %s before: window [%s, %s), want [%s, %s)", c.rule, c.before, a, l, c.atLeast, c.lessThan)
+		}
+	}
+}

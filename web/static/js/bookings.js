@@ -385,7 +385,7 @@ export async function bookingPage(page, id) {
       errors.error(err);
       return;
     }
-    const why = { unpaid: 'nothing was paid yet', seller: 'cancelled by the seller: refunded in full', policy: `${q.percent} % under the booking's refund rule` }[q.rule] || q.rule;
+    const why = { unpaid: 'nothing was paid yet', seller: 'cancelled by the seller: refunded in full', policy: ruleWords(q, b.kind) }[q.rule] || q.rule;
     // The refund goes to the customer: a host or an admin cancelling is
     // told what the customer gets back.
     const own = me?.role === 'customer' && String(b.customerId) === me.sub;
@@ -471,6 +471,24 @@ export async function bookingPage(page, id) {
   const shown = () => { if (!document.hidden && !settled()) ask(); };
   document.addEventListener('visibilitychange', shown);
   page.cleanup(() => document.removeEventListener('visibilitychange', shown));
+}
+
+// ruleWords says which of the refund rule's tiers a quote applies: "50 %
+// — cancelled 24–72 h before pick-up", "0 % — cancelled less than 24 h
+// before departure", "0 % — this fare is not refundable".
+export function ruleWords(q, kind) {
+  const start = kind === 'car' ? 'pick-up' : 'departure';
+  const hours = (s) => {
+    const x = s / 3600;
+    return Number.isInteger(x) ? String(x) : x.toFixed(1);
+  };
+  const a = q.noticeAtLeast, l = q.noticeLessThan;
+  let when;
+  if (a !== undefined && l !== undefined) when = `${hours(a)}–${hours(l)} h`;
+  else if (a !== undefined) when = `at least ${hours(a)} h`;
+  else if (l !== undefined) when = `less than ${hours(l)} h`;
+  else return `${q.percent} % — ${kind === 'car' ? 'this booking is' : 'this fare is'} not refundable`;
+  return `${q.percent} % — cancelled ${when} before ${start}`;
 }
 
 // context loads what a booking's page shows beside the booking: the flight
