@@ -236,3 +236,41 @@ func TestBrowserRefundRuleInWords(t *testing.T) {
 		t.Errorf("the question says %q, want the tier: 80 %% — cancelled at least 24 h before departure", got)
 	}
 }
+
+// The number of seats is checked in the page: a whole number from 1 to 9.
+// 2.5 or 12 keep Hold disabled with the reason next to the field, tied to
+// it (aria-describedby) and the field marked invalid; 3 lets Hold go.
+func TestBrowserQuantityField(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 2, 0)
+	tb := e.tab("customer", auth.Customer, 7601)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
+	tb.click(`input[name="mode"][value="quantity"]`)
+	field := `input[type="number"][aria-describedby]`
+	reason := `(() => { const f = document.querySelector('` + field + `'); return f.getAttribute('aria-describedby').split(' ').map((i) => document.getElementById(i)?.textContent || '').join(' '); })()`
+	for _, c := range []struct{ value, want string }{{"2.5", "whole"}, {"12", "At most 9"}, {"0", "At least 1"}} {
+		tb.run(setValue(field, c.value))
+		_ = eval[bool](tb, `(document.querySelector('`+field+`').dispatchEvent(new Event('input', {bubbles: true})), true)`)
+		if !eval[bool](tb, `document.querySelector('[data-action="hold"]').disabled`) {
+			t.Errorf("%s seats: Hold is enabled", c.value)
+		}
+		if got := eval[string](tb, reason); !strings.Contains(got, c.want) {
+			t.Errorf("%s seats: the field is described as %q, want %q", c.value, got, c.want)
+		}
+		if got := eval[string](tb, `document.querySelector('`+field+`').getAttribute('aria-invalid') || ''`); got != "true" {
+			t.Errorf("%s seats: aria-invalid=%q, want true", c.value, got)
+		}
+	}
+	tb.check("flight (quantity refused)")
+	tb.run(setValue(field, "3"))
+	_ = eval[bool](tb, `(document.querySelector('`+field+`').dispatchEvent(new Event('input', {bubbles: true})), true)`)
+	if eval[bool](tb, `document.querySelector('[data-action="hold"]').disabled`) {
+		t.Error("3 seats: Hold is disabled")
+	}
+	if eval[bool](tb, `document.querySelector('`+field+`').hasAttribute('aria-invalid')`) {
+		t.Error("3 seats: the field is still marked invalid")
+	}
+	tb.click(`[data-action="hold"]`)
+	tb.waitStatus("HELD")
+}

@@ -123,7 +123,20 @@ export async function flightPage(page, id) {
   }
   drawFares();
 
-  const qty = h('input', { type: 'number', min: 1, max: 9, value: 1, oninput: () => summary() });
+  // The number of seats: a whole number from 1 to 9 (the API's limit).
+  // What is wrong with it is said next to the field, tied to it
+  // (aria-describedby), and Hold waits until it is right.
+  const qtyWhy = h('p', { id: 'qty-why', class: 'muted', 'aria-live': 'polite' }, 'A whole number, 1 to 9.');
+  const qty = h('input', { type: 'number', min: 1, max: 9, step: 1, value: 1, inputmode: 'numeric', 'aria-describedby': 'qty-why', oninput: () => summary() });
+  function qtyProblem() {
+    const v = qty.value.trim();
+    if (v === '' || qty.validity.badInput) return 'Enter a number of seats: a whole number, 1 to 9.';
+    const n = Number(v);
+    if (!Number.isInteger(n)) return `Seats come whole: ${v} is not a whole number (1 to 9).`;
+    if (n < 1) return 'At least 1 seat.';
+    if (n > 9) return 'At most 9 seats at once: hold the rest in another booking.';
+    return '';
+  }
   const chosen = h('p', { 'aria-live': 'polite' });
   // busy is true while a hold is in flight or waits in the waiting room:
   // Hold stays disabled then (the map's refresh included), so a second
@@ -141,19 +154,26 @@ export async function flightPage(page, id) {
   const departedNote = () => h('p', { class: 'notice', role: 'status', dataset: { departed: '' } }, 'This flight has departed: its seats can no longer be held.');
   const departedSlot = slot();
   if (departed) departedSlot.show(departedNote());
-  const qtyBox = h('div', {}, field('Number of seats (assigned later)', qty));
+  const qtyBox = h('div', {}, field('Number of seats (assigned later)', qty), qtyWhy);
 
   function price() {
     return f.fares.find((x) => x.fareClass === fare);
   }
   function count() {
-    return mode === 'seats' ? map.selected.size : Number(qty.value) || 0;
+    if (mode === 'seats') return map.selected.size;
+    return qtyProblem() ? 0 : Number(qty.value);
   }
   function summary() {
     const p = price();
     const n = count();
+    const problem = mode === 'quantity' ? qtyProblem() : '';
+    qtyWhy.textContent = problem || 'A whole number, 1 to 9.';
+    qtyWhy.className = problem ? 'field-error' : 'muted';
+    if (problem) qty.setAttribute('aria-invalid', 'true');
+    else qty.removeAttribute('aria-invalid');
     const seats = mode === 'seats' && n ? ` (${[...map.selected].sort().join(', ')})` : '';
-    chosen.textContent = n ? `${n} × ${titleCase(fare)}${seats}: ${money(p.price * n, p.currency)}` : 'Choose seats on the map, or a number of seats.';
+    chosen.textContent = n ? `${n} × ${titleCase(fare)}${seats}: ${money(p.price * n, p.currency)}`
+      : problem ? `Hold waits for a number of seats: ${problem}` : 'Choose seats on the map, or a number of seats.';
     holdBtn.disabled = busy || n < 1 || n > 9;
   }
   function showMode() {
