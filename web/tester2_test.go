@@ -274,3 +274,48 @@ func TestBrowserQuantityField(t *testing.T) {
 	tb.click(`[data-action="hold"]`)
 	tb.waitStatus("HELD")
 }
+
+// The seat numbers of the fare classes not being chosen stay legible: at
+// least 4.5:1 against their seat's fill as shown (opacity included, over
+// the page), while the seats still look unlike the chosen class's.
+func TestBrowserOtherClassSeatsLegible(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 1, 0)
+	tb := e.tab("customer", auth.Customer, 7701)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
+	// shown is a colour as it shows: rgb blended with the page's background
+	// by the seat's opacity (and the rect's fill-opacity for its fill).
+	contrast := func(seat string) (float64, bool) {
+		res := eval[[]float64](tb, fmt.Sprintf(`(() => {
+  const g = document.querySelector('[data-seat="%s"]');
+  const rgb = (c) => c.match(/[\d.]+/g).slice(0, 3).map(Number);
+  const bg = rgb(getComputedStyle(document.documentElement).backgroundColor);
+  let o = 1; for (let n = g; n && n.nodeType === 1; n = n.parentNode) o *= Number(getComputedStyle(n).opacity);
+  const rs = getComputedStyle(g.querySelector('rect')), ts = getComputedStyle(g.querySelector('text'));
+  const mix = (c, a, under) => c.map((v, i) => a * v + (1 - a) * under[i]);
+  const rect = mix(mix(rgb(rs.fill), Number(rs.fillOpacity), bg), o, bg);
+  const text = mix(rgb(ts.fill), o, bg);
+  const lum = (c) => { const [r, gg, b] = c.map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; }); return 0.2126 * r + 0.7152 * gg + 0.0722 * b; };
+  const [x, y] = [lum(rect), lum(text)].sort((p, q) => q - p);
+  return [(x + 0.05) / (y + 0.05), g.classList.contains('other-class') ? 1 : 0, lum(rect)];
+})()`, seat))
+		return res[0], res[1] == 1
+	}
+	tb.click(`input[name="fare"][value="BUSINESS"]`)
+	if c, other := contrast("3A"); !other || c < 4.5 {
+		t.Errorf("economy 3A while business is chosen: other class %v, text contrast %.2f:1, want at least 4.5:1", other, c)
+	}
+	tb.click(`input[name="fare"][value="ECONOMY"]`)
+	if c, other := contrast("1A"); !other || c < 4.5 {
+		t.Errorf("business 1A while economy is chosen: other class %v, text contrast %.2f:1, want at least 4.5:1", other, c)
+	}
+	// Still unlike the chosen class's seats: their fills differ clearly.
+	fill := func(seat string) string {
+		return eval[string](tb, fmt.Sprintf(`(() => { const r = getComputedStyle(document.querySelector('[data-seat="%s"] rect')); return r.fill + ' ' + r.fillOpacity + ' ' + getComputedStyle(document.querySelector('[data-seat="%s"]')).opacity; })()`, seat, seat))
+	}
+	if fill("1A") == fill("3A") {
+		t.Errorf("the other class's seat 1A shows as %q, the chosen class's 3A as %q", fill("1A"), fill("3A"))
+	}
+	tb.check("flight (other classes legible)")
+}
