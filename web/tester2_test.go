@@ -319,3 +319,24 @@ func TestBrowserOtherClassSeatsLegible(t *testing.T) {
 	}
 	tb.check("flight (other classes legible)")
 }
+
+// "Pay before" names the place whose time it is: the departure airport's
+// city for a flight, the car's city for a car, not only an offset.
+func TestBrowserPayBeforeNamesTheCity(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 1, 0)
+	bid := e.srv.Customer(7801).HoldQuantity(t, id, "ECONOMY", 1).BookingID
+	tb := e.tab("customer", auth.Customer, 7801)
+	tb.open(fmt.Sprintf("/app/bookings/%d", bid), `[data-hold-expires]`)
+	if got := eval[string](tb, `document.querySelector('[data-hold-expires]').parentElement.textContent`); !strings.Contains(got, "Ho Chi Minh City time") {
+		t.Errorf("a flight from SGN: %q, want the deadline in Ho Chi Minh City time", got)
+	}
+	from := e.srv.Clock.Now().In(ict).Add(72 * time.Hour)
+	car := e.carBooking(7801, e.car(7802, "30A-780.01"), from, from.Add(24*time.Hour), false)
+	tb.open(fmt.Sprintf("/app/bookings/%d", car), `[data-hold-expires]`)
+	if got := eval[string](tb, `document.querySelector('[data-hold-expires]').parentElement.textContent`); !strings.Contains(got, "Hanoi time") {
+		t.Errorf("a car in Hanoi: %q, want the deadline in Hanoi time", got)
+	}
+	tb.check("booking (pay before, named)")
+}

@@ -183,7 +183,11 @@ export async function bookingPage(page, id) {
     let clock = null;
     if (b.status === 'HELD') {
       const left = h('span', { class: 'countdown', role: 'timer', 'aria-live': 'off' });
-      clock = h('p', {}, 'Pay before ', h('time', { datetime: b.holdExpiresAt, dataset: { holdExpires: b.holdExpiresAt } }, dateTime(b.holdExpiresAt, ctx.tz)), ': ', left, ' left');
+      // The deadline names its place, not just an offset: the departure
+      // airport's city for a flight, the car's city for a car.
+      const place = b.kind === 'flight' ? ctx.origin?.city : ctx.place;
+      clock = h('p', { dataset: { payBefore: '' } }, 'Pay before ', h('time', { datetime: b.holdExpiresAt, dataset: { holdExpires: b.holdExpiresAt } }, dateTime(b.holdExpiresAt, ctx.tz)),
+        ' ', h('span', { class: 'muted' }, `(${zoneLabel(ctx.tz, place)})`), ': ', left, ' left');
       const end = Date.parse(b.holdExpiresAt);
       let warned = false;
       const show = () => {
