@@ -340,3 +340,27 @@ func TestBrowserPayBeforeNamesTheCity(t *testing.T) {
 	}
 	tb.check("booking (pay before, named)")
 }
+
+// Before any audit has run, the admin page says so, and asking for the
+// last audit is not an HTTP error (it logged a 404 in the console): 200.
+func TestBrowserNoAuditYet(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	admin := e.tab("admin", auth.Admin, 1)
+	admin.open("/app/admin", `[data-action="audit"]`)
+	if got := eval[string](admin, `document.querySelector('[data-action="audit"]').parentElement.textContent`); !strings.Contains(got, "No audit has run yet") {
+		t.Errorf("before any audit the page says %q, want No audit has run yet", got)
+	}
+	statuses := eval[[]float64](admin, `performance.getEntriesByType('resource').filter((r) => new URL(r.name).pathname === '/admin/audit').map((r) => r.responseStatus)`)
+	if len(statuses) == 0 {
+		t.Fatal("the page did not ask GET /admin/audit")
+	}
+	for _, s := range statuses {
+		if s != 200 {
+			t.Errorf("GET /admin/audit answered %v before any audit, want 200", s)
+		}
+	}
+	admin.click(`[data-action="audit"]`)
+	admin.waitVisible(`[data-audit-ok="true"]`)
+	admin.check("admin (no audit, then one)")
+}
