@@ -364,3 +364,43 @@ func TestBrowserNoAuditYet(t *testing.T) {
 	admin.waitVisible(`[data-audit-ok="true"]`)
 	admin.check("admin (no audit, then one)")
 }
+
+// After "List the car" the page says what was listed, with the new car's
+// number and a link to it, and the whole form starts again from its
+// defaults (the price and deposit too, not only emptied).
+func TestBrowserListCarResetsForm(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	host := e.tab("host", auth.Host, 7901)
+	host.open("/app/host", `form button[type="submit"]`)
+	// The form's fields by their labels.
+	const fields = `Object.fromEntries([...document.querySelectorAll('form label')].map((l) => [l.firstChild.textContent, l.querySelector('input').value]))`
+	defaults := eval[map[string]string](host, fields)
+	for label, v := range map[string]string{"Plate": "30A-790.01", "Model": "Kia Morning", "Price a day (minor units)": "650000", "Deposit (minor units)": "3000000", "Turnaround": "3h"} {
+		_ = eval[bool](host, fmt.Sprintf(`([...document.querySelectorAll('form label')].find((l) => l.firstChild.textContent === %q).querySelector('input').value = %q, true)`, label, v))
+	}
+	host.click(`form button[type="submit"]`)
+	host.waitVisible(`form [role="status"]`)
+	cars := e.srv.Host(7901).HostCars(t, "").Cars
+	if len(cars) != 1 {
+		t.Fatalf("the host has %d cars, want the one listed", len(cars))
+	}
+	id := fmt.Sprint(cars[0].ID)
+	if got := host.text(`form [role="status"]`); !strings.Contains(got, "Kia Morning") || !strings.Contains(got, "car "+id) {
+		t.Errorf("after listing the page says %q, want the model and car %s", got, id)
+	}
+	if !eval[bool](host, fmt.Sprintf(`!!document.querySelector('form [role="status"] a[href="/app/cars/%s"]')`, id)) {
+		t.Errorf("no link to the new car %s", id)
+	}
+	after := eval[map[string]string](host, fields)
+	for name, v := range defaults {
+		if after[name] != v {
+			t.Errorf("after listing %s is %q, want its default %q", name, after[name], v)
+		}
+	}
+	if defaults["Price a day (minor units)"] == "" || defaults["Deposit (minor units)"] == "" {
+		t.Errorf("the form starts with %v, want a price and a deposit", defaults)
+	}
+	host.waitVisible(fmt.Sprintf(`tr[data-car=%q]`, id))
+	host.check("host (car listed)")
+}

@@ -80,26 +80,36 @@ export async function hostPage(page) {
     return '';
   }
 
-  const plate = h('input', { required: true, maxlength: 20, placeholder: '30A-123.45' });
-  const model = h('input', { required: true, maxlength: 100 });
-  const city = h('input', { required: true, value: 'HN', pattern: '[A-Za-z]{2,8}' });
-  const daily = h('input', { type: 'number', required: true, min: 1, value: 800000 });
-  const deposit = h('input', { type: 'number', required: true, min: 0, value: 5000000 });
-  const currency = h('input', { required: true, value: 'VND', pattern: '[A-Za-z]{3}', maxlength: 3 });
-  const turnaround = h('input', { value: '2h', pattern: '[0-9hm]+' });
+  // Every field's starting value is its default (an attribute, strings
+  // only: a number would set the value alone), so that the form's reset
+  // after a listing puts every field back the same way: plate and model
+  // empty, the rest as they started.
+  const plate = h('input', { name: 'plate', required: true, maxlength: 20, placeholder: '30A-123.45' });
+  const model = h('input', { name: 'model', required: true, maxlength: 100 });
+  const city = h('input', { name: 'city', required: true, value: 'HN', pattern: '[A-Za-z]{2,8}' });
+  const daily = h('input', { name: 'dailyPrice', type: 'number', required: true, min: '1', value: '800000' });
+  const deposit = h('input', { name: 'deposit', type: 'number', required: true, min: '0', value: '5000000' });
+  const currency = h('input', { name: 'currency', required: true, value: 'VND', pattern: '[A-Za-z]{3}', maxlength: 3 });
+  const turnaround = h('input', { name: 'turnaround', value: '2h', pattern: '[0-9hm]+' });
   const added = slot();
+  const submit = h('button', { type: 'submit' }, 'List the car');
   const form = h('form', {
     class: 'card stack',
     onsubmit: async (e) => {
       e.preventDefault();
+      if (submit.disabled) return;
       added.clear();
       try {
-        const c = await api('POST', '/host/cars', {
+        const c = await whileBusy(submit, () => api('POST', '/host/cars', {
           body: { plate: plate.value, model: model.value, city: city.value.toUpperCase(), dailyPrice: Number(daily.value),
             deposit: Number(deposit.value), currency: currency.value.toUpperCase(), turnaround: turnaround.value },
-        });
-        added.show(h('p', { class: 'notice', role: 'status' }, `Listed ${c.model} (${c.plate}).`));
+        }));
+        // Listed: the form starts again from its defaults, and says what
+        // was listed, with the new car's number and a link to its page.
         form.reset();
+        added.show(h('p', { class: 'notice', role: 'status', dataset: { listedCar: String(c.id) } },
+          `Listed ${c.model} (${c.plate}) as car ${c.id}: `, h('a', { href: `/app/cars/${c.id}` }, `see car ${c.id}`), '.'));
+        announce(`Listed ${c.model} as car ${c.id}.`);
         await loadCars();
       } catch (err) {
         added.error(err);
@@ -108,7 +118,7 @@ export async function hostPage(page) {
   }, h('h2', {}, 'List a car'),
   h('div', { class: 'row' }, field('Plate', plate), field('Model', model), field('City code', city)),
   h('div', { class: 'row' }, field('Price a day (minor units)', daily), field('Deposit (minor units)', deposit), field('Currency', currency), field('Turnaround', turnaround)),
-  h('button', { type: 'submit' }, 'List the car'), added.el);
+  submit, added.el);
 
   page.main.append(carsBox, form, h('h2', {}, 'Bookings of my cars'), h('div', { class: 'row' }, field('Status', status)), errors.el, bookingsBox);
   await Promise.all([loadCars(), loadBookings()]);
