@@ -38,6 +38,17 @@ func waitEntry(t *testing.T, pool *pgxpool.Pool, id int64) entry {
 	return e
 }
 
+// statusAndEvents returns booking id's status and how many events of typ
+// it has.
+func statusAndEvents(t *testing.T, pool *pgxpool.Pool, id int64, typ string) (status string, n int) {
+	t.Helper()
+	if err := pool.QueryRow(context.Background(), `SELECT status, (SELECT count(*) FROM outbox WHERE booking_id = $1 AND type = $2)
+		FROM booking WHERE id = $1`, id, typ).Scan(&status, &n); err != nil {
+		t.Fatal(err)
+	}
+	return status, n
+}
+
 // Joining, listing and leaving a line answer as docs/api.md says, and nobody
 // reaches another customer's entry.
 func TestWaitlistJoinListLeave(t *testing.T) {
@@ -287,13 +298,7 @@ func TestWaitlistOfferExpiresWhileItsCustomerPays(t *testing.T) {
 	if _, err := s.App.Sweeper.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var status string
-	var refunds int
-	if err := s.App.Pool.QueryRow(ctx, `SELECT status, (SELECT count(*) FROM outbox WHERE booking_id = $1 AND type = 'refund.requested')
-		FROM booking WHERE id = $1`, offer).Scan(&status, &refunds); err != nil {
-		t.Fatal(err)
-	}
-	if status != "EXPIRED" || refunds != 1 {
+	if status, refunds := statusAndEvents(t, s.App.Pool, offer, "refund.requested"); status != "EXPIRED" || refunds != 1 {
 		t.Errorf("the lapsed offer is %s with %d refund requests, want EXPIRED and 1 (late money back)", status, refunds)
 	}
 	if e := waitEntry(t, s.App.Pool, a); e.status != "DONE" {
@@ -370,20 +375,13 @@ func TestOverbookLimitKeepsRoomForTheLine(t *testing.T) {
 func TestOverdueHoldGivesWayAtOnce(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t, apptest.Options{})
-	ctx := context.Background()
 	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Capacity: 1})
 	first := s.Customer(1).HoldQuantity(t, flightID, "ECONOMY", 1).BookingID
 	_, p := s.Customer(2).TryHoldQuantity(t, flightID, "ECONOMY", 1)
 	refused(t, "while held", p, http.StatusConflict, "sold_out")
 	s.Clock.Advance(10*time.Minute + time.Millisecond)
 	s.Customer(2).HoldQuantity(t, flightID, "ECONOMY", 1)
-	var status string
-	var events int
-	if err := s.App.Pool.QueryRow(ctx, `SELECT status, (SELECT count(*) FROM outbox WHERE booking_id = $1 AND type = 'booking.expired')
-		FROM booking WHERE id = $1`, first).Scan(&status, &events); err != nil {
-		t.Fatal(err)
-	}
-	if status != "EXPIRED" || events != 1 {
+	if status, events := statusAndEvents(t, s.App.Pool, first, "booking.expired"); status != "EXPIRED" || events != 1 {
 		t.Errorf("the overdue hold is %s with %d booking.expired events, want EXPIRED and 1", status, events)
 	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
