@@ -168,7 +168,7 @@ export async function carPage(page, id) {
       h('p', { class: 'muted' }, `Times in ${zoneLabel(tz, place)}.${turn}`),
       busy.length ? h('ul', { class: 'plain', dataset: { busyList: '' } }, busy.map((b) => h('li', {},
         'Busy from ', h('time', { datetime: b.raw.from }, dateTime(b.raw.from, tz)), ' to ', h('time', { datetime: b.raw.to }, dateTime(b.raw.to, tz)),
-        turn ? h('span', { class: 'muted' }, ` (turnaround, rental, turnaround)`) : ''))) : h('p', {}, 'Free all month.'));
+        turn ? h('span', { class: 'muted' }, ` (${car.turnaround} turnaround, the rental, ${car.turnaround} turnaround)`) : ''))) : h('p', {}, 'Free all month.'));
     if (focus) cal.querySelector(`[data-month="${focus}"]`)?.focus();
   }
 
