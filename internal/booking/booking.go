@@ -45,6 +45,10 @@ const (
 // Live reports whether a booking in status s occupies inventory.
 func (s Status) Live() bool { return s == Held || s == Confirmed || s == OnTrip }
 
+// Paid reports whether a booking in status s was paid for and stands
+// (confirmed, or under way or done since).
+func (s Status) Paid() bool { return s == Confirmed || s == OnTrip || s == Completed }
+
 // Why a booking was cancelled.
 const (
 	ByCustomer    = "customer"

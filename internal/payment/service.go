@@ -126,7 +126,7 @@ func (s *Service) StartCharge(ctx context.Context, caller auth.Caller, id int64)
 		return nil, fmt.Errorf("pay booking %d: %w", id, err)
 	case holdOver(status, expires, now):
 		return nil, fault.New(fault.HoldExpired, "the hold of booking %d expired at %s", id, expires.UTC().Format(time.RFC3339))
-	case status == booking.Confirmed || status == booking.OnTrip || status == booking.Completed:
+	case status.Paid():
 		return nil, fault.New(fault.InvalidState, "booking %d is paid already (%s)", id, status)
 	case status != booking.Held || charged == nil:
 		return nil, fault.New(fault.InvalidState, "a %s booking cannot be paid", status)

@@ -249,7 +249,7 @@ func refundReason(ctx context.Context, tx pgx.Tx, d WebhookData, cerr error, now
 		return ReasonSeatGone, nil
 	case holdOver(status, expires, now):
 		return ReasonLate, nil
-	case status == booking.Confirmed || status == booking.OnTrip || status == booking.Completed:
+	case status.Paid():
 		return ReasonAlreadyConfirmed, nil
 	case status != booking.Held:
 		return ReasonNotHeld, nil

@@ -49,17 +49,22 @@ func (r Rule) Refund(amount int64, start, now time.Time) int64 {
 // Percent returns the share (0–100) of the amount that goes back to a
 // customer who cancels at now a booking whose service starts at start.
 func (r Rule) Percent(start, now time.Time) int {
-	left := start.Sub(now)
+	if t := r.applies(start.Sub(now)); t != nil {
+		return t.Percent
+	}
+	return 0
+}
+
+// applies returns the tier that applies with left notice: the one of the
+// longest notice that left still gives; nil when none does.
+func (r Rule) applies(left time.Duration) *Tier {
 	var best *Tier
 	for i := range r {
 		if t := &r[i]; left >= t.Notice && (best == nil || t.Notice > best.Notice) {
 			best = t
 		}
 	}
-	if best == nil {
-		return 0
-	}
-	return best.Percent
+	return best
 }
 
 // Window returns the notice a cancellation at now gives, as the rule's
@@ -70,10 +75,10 @@ func (r Rule) Percent(start, now time.Time) int {
 func (r Rule) Window(start, now time.Time) (atLeast, lessThan time.Duration) {
 	left := start.Sub(now)
 	atLeast, lessThan = -1, -1
+	if t := r.applies(left); t != nil {
+		atLeast = t.Notice
+	}
 	for _, t := range r {
-		if left >= t.Notice && t.Notice > atLeast {
-			atLeast = t.Notice
-		}
 		if left < t.Notice && (lessThan < 0 || t.Notice < lessThan) {
 			lessThan = t.Notice
 		}
