@@ -187,19 +187,19 @@ type View struct {
 }
 
 // inZone formats t in RFC 3339 in b.Zone, as b's answers show its times.
-func (b *Booking) inZone(t time.Time) string {
+func (b *Booking) inZone(t time.Time) string { return t.In(b.zone()).Format(time.RFC3339) }
+
+// zone is where b's times are shown: b.Zone, UTC when it has none.
+func (b *Booking) zone() *time.Location {
 	if b.Zone == nil {
-		return t.UTC().Format(time.RFC3339)
+		return time.UTC
 	}
-	return t.In(b.Zone).Format(time.RFC3339)
+	return b.Zone
 }
 
 // View returns b as docs/api.md shows it, its times in b.Zone.
 func (b *Booking) View() View {
-	zone := b.Zone
-	if zone == nil {
-		zone = time.UTC
-	}
+	zone := b.zone()
 	v := View{
 		BookingID:    b.ID,
 		Kind:         b.Kind,
