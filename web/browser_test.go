@@ -63,8 +63,7 @@ func TestBrowserFlightJourney(t *testing.T) {
 	tb.waitFor("the confirmation among the events", `[...document.querySelectorAll('[data-event]')].map(e => e.dataset.event).join() === 'booking.held,booking.confirmed'`)
 
 	// Cancel: the refund is shown first, then made.
-	tb.click(`[data-action="cancel"]`)
-	tb.waitVisible(`[data-refund-quote]`)
+	tb.askCancel()
 	quote := eval[string](tb, `document.querySelector('[data-refund-quote]').dataset.refundQuote`)
 	if quote != "2400000" {
 		t.Errorf("refund quote %s, want 2400000 (100 %% three days before departure)", quote)

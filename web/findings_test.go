@@ -221,16 +221,14 @@ func TestBrowserCancelDialogFocus(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	tb, _ := e.rentalPage(5401, 5402, "30A-544.54", 48*time.Hour, true, `[data-action="cancel"]`)
-	tb.click(`[data-action="cancel"]`)
-	tb.waitVisible(`[role="dialog"]`)
+	tb.askCancel()
 	tb.click(`[data-action="keep-booking"]`)
 	tb.waitFor("the question closed", `!document.querySelector('[role="dialog"]')`)
 	if got := eval[string](tb, focused); got != "cancel" {
 		t.Errorf("after Keep it the focus is on %q, want the Cancel booking button", got)
 	}
 
-	tb.click(`[data-action="cancel"]`)
-	tb.waitVisible(`[role="dialog"]`)
+	tb.askCancel()
 	tb.run(chromedp.KeyEvent(kb.Escape))
 	tb.waitFor("Escape closing the question", `!document.querySelector('[role="dialog"]')`)
 	if got := eval[string](tb, focused); got != "cancel" {

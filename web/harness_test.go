@@ -211,6 +211,14 @@ func (tb *tab) waitVisible(sel string) {
 	tb.run(chromedp.WaitVisible(chromedp.CSS(sel)))
 }
 
+// askCancel presses a booking page's "Cancel booking" and waits for its
+// question (the refund quote, "Yes, cancel" and "Keep it" come together).
+func (tb *tab) askCancel() {
+	tb.e.t.Helper()
+	tb.click(`[data-action="cancel"]`)
+	tb.waitVisible(`[data-refund-quote]`)
+}
+
 // click clicks the element sel with the mouse, as a person would, once it
 // is visible and scrolled to the middle of the window.
 func (tb *tab) click(sel string) {

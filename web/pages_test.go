@@ -201,8 +201,7 @@ func TestBrowserCancelQuestion(t *testing.T) {
 
 	customer := e.tab("customer", auth.Customer, 4502)
 	customer.open(fmt.Sprintf("/app/bookings/%d", id), `[data-action="cancel"]`)
-	customer.click(`[data-action="cancel"]`)
-	customer.waitVisible(`[data-refund-quote]`)
+	customer.askCancel()
 	if got := eval[string](customer, `document.activeElement.dataset.action || document.activeElement.textContent`); got != "keep-booking" {
 		t.Errorf("the question opens with the focus on %q, want the safe choice (keep-booking)", got)
 	}
@@ -213,8 +212,7 @@ func TestBrowserCancelQuestion(t *testing.T) {
 
 	host := e.tab("host", auth.Host, 4501)
 	host.open(fmt.Sprintf("/app/bookings/%d", id), `[data-action="cancel"]`)
-	host.click(`[data-action="cancel"]`)
-	host.waitVisible(`[data-refund-quote]`)
+	host.askCancel()
 	if got := host.text(`[data-refund-quote] p`); strings.Contains(got, "you get back") || !strings.Contains(got, "the customer gets back") {
 		t.Errorf("the host is told %q, want what the customer gets back", got)
 	}

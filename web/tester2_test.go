@@ -161,8 +161,7 @@ func TestBrowserCancelQuestionModal(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	tb, _ := e.rentalPage(7301, 7302, "30A-730.01", 96*time.Hour, true, `[data-action="cancel"]`)
-	tb.click(`[data-action="cancel"]`)
-	tb.waitVisible(`[data-action="keep-booking"]`)
+	tb.askCancel()
 	if !eval[bool](tb, `!!document.querySelector('[data-refund-quote]')?.matches('dialog:modal')`) {
 		t.Error("the cancel question is not a modal dialog")
 	}
@@ -215,8 +214,7 @@ func TestBrowserRefundRuleInWords(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	tb, _ := e.rentalPage(7501, 7502, "30A-750.01", 48*time.Hour, true, `[data-action="cancel"]`)
-	tb.click(`[data-action="cancel"]`)
-	tb.waitVisible(`[data-refund-quote]`)
+	tb.askCancel()
 	if got := tb.text(`[data-refund-quote] p`); !strings.Contains(got, "50 % — cancelled 24–72 h before pick-up") {
 		t.Errorf("the question says %q, want the tier: 50 %% — cancelled 24–72 h before pick-up", got)
 	}
@@ -230,8 +228,7 @@ func TestBrowserRefundRuleInWords(t *testing.T) {
 	bid := e.srv.Customer(7502).HoldSeats(t, fl, "ECONOMY", "3A").BookingID
 	e.pay(7502, bid)
 	tb.open(fmt.Sprintf("/app/bookings/%d", bid), `[data-action="cancel"]`)
-	tb.click(`[data-action="cancel"]`)
-	tb.waitVisible(`[data-refund-quote]`)
+	tb.askCancel()
 	if got := tb.text(`[data-refund-quote] p`); !strings.Contains(got, "80 % — cancelled at least 24 h before departure") {
 		t.Errorf("the question says %q, want the tier: 80 %% — cancelled at least 24 h before departure", got)
 	}

@@ -45,6 +45,18 @@ func (e *env) rentalPage(host, customer int64, plate string, pickupIn time.Durat
 	return tb, id
 }
 
+// holdInPage opens flight id's page as customer and presses Hold for one
+// unit of class, by quantity.
+func (e *env) holdInPage(customer, id int64, class string) *tab {
+	e.t.Helper()
+	tb := e.tab("buyer", auth.Customer, customer)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
+	tb.click(`input[name="mode"][value="quantity"]`)
+	tb.click(fmt.Sprintf(`input[name="fare"][value="%s"]`, class))
+	tb.click(`[data-action="hold"]`)
+	return tb
+}
+
 // pay pays booking id through the simulator and waits until it is
 // CONFIRMED.
 func (e *env) pay(customer, id int64) {
@@ -100,8 +112,7 @@ func TestBrowserCarBookAndCancel(t *testing.T) {
 	}
 	e.pay(3102, id)
 	tb.waitStatus("CONFIRMED")
-	tb.click(`[data-action="cancel"]`)
-	tb.waitVisible(`[data-refund-quote]`)
+	tb.askCancel()
 	if got := eval[string](tb, `document.querySelector('[data-refund-quote]').dataset.refundQuote`); got != "5000000" {
 		t.Errorf("refund quote %s, want the whole 5000000 deposit (ten days before pick-up)", got)
 	}
@@ -148,11 +159,7 @@ func TestBrowserAdminOverbook(t *testing.T) {
 	id := e.flight(3, 1, 0) // six economy seats
 	e.srv.Customer(3301).HoldQuantity(t, id, "ECONOMY", 6)
 
-	buyer := e.tab("buyer", auth.Customer, 3302)
-	buyer.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
-	buyer.click(`input[name="mode"][value="quantity"]`)
-	buyer.click(`input[name="fare"][value="ECONOMY"]`)
-	buyer.click(`[data-action="hold"]`)
+	buyer := e.holdInPage(3302, id, "ECONOMY")
 	buyer.waitVisible(`[role="alert"]`)
 	if got := buyer.text(`[role="alert"]`); !strings.Contains(got, "sold_out") {
 		t.Errorf("alert %q, want sold_out", got)
