@@ -4,6 +4,7 @@
 package auth
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -109,19 +110,22 @@ func verifyIssued(secret []byte, token string, now time.Time) (*claims, error) {
 	if !ok || strings.Contains(sig, ".") {
 		return nil, jwt.ErrTokenMalformed
 	}
-	mac, err := base64.RawURLEncoding.DecodeString(sig)
+	mac, err := strictB64.DecodeString(sig)
 	if err != nil {
 		return nil, fmt.Errorf("%w: signature: %w", jwt.ErrTokenMalformed, err)
 	}
 	if err := jwt.SigningMethodHS256.Verify(token[:len(head)+1+len(payload)], mac, secret); err != nil {
 		return nil, fmt.Errorf("%w: %w", jwt.ErrTokenSignatureInvalid, err)
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	raw, err := strictB64.DecodeString(payload)
 	if err != nil {
 		return nil, fmt.Errorf("%w: claims: %w", jwt.ErrTokenMalformed, err)
 	}
 	c := new(claims)
 	if err := json.Unmarshal(raw, c); err != nil {
+		return nil, fmt.Errorf("%w: claims: %w", jwt.ErrTokenMalformed, err)
+	}
+	if err := checkClaims(raw); err != nil {
 		return nil, fmt.Errorf("%w: claims: %w", jwt.ErrTokenMalformed, err)
 	}
 	v := jwt.NewValidator(jwt.WithExpirationRequired(), jwt.WithTimeFunc(func() time.Time { return now }))
@@ -131,18 +135,118 @@ func verifyIssued(secret []byte, token string, now time.Time) (*claims, error) {
 	return c, nil
 }
 
-// verifyLibrary verifies any token through the JWT library's parser.
+// verifyLibrary verifies any token through the JWT library's parser, then
+// holds its header and claims to the rules verifyIssued keeps.
 func verifyLibrary(secret []byte, token string, now time.Time) (*claims, error) {
 	c := new(claims)
-	_, err := jwt.ParseWithClaims(token, c, func(*jwt.Token) (any, error) { return secret, nil },
+	t, err := jwt.ParseWithClaims(token, c, func(*jwt.Token) (any, error) { return secret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithExpirationRequired(),
 		jwt.WithTimeFunc(func() time.Time { return now }),
+		jwt.WithStrictDecoding(),
 	)
 	if err != nil {
 		return nil, err
 	}
+	// No extension of JWS is understood here, so a header that says one
+	// must be understood is refused (RFC 7515, 4.1.11).
+	if _, ok := t.Header["crit"]; ok {
+		return nil, fmt.Errorf("%w: a critical header extension berth does not know", jwt.ErrTokenUnverifiable)
+	}
+	raw, err := strictB64.DecodeString(strings.Split(token, ".")[1]) // the library decoded it
+	if err == nil {
+		err = checkClaims(raw)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: claims: %w", jwt.ErrTokenMalformed, err)
+	}
 	return c, nil
+}
+
+// strictB64 refuses the encodings of a segment whose unused last bits are
+// not zero, so that one token has one spelling: a token string altered in
+// its last character, still verifying, would slip past anything keyed on
+// the string (a cache, a deny list, a log search).
+var strictB64 = base64.RawURLEncoding.Strict()
+
+// checkClaims refuses, in b (claims that decoded, so valid JSON), a key
+// twice, or two keys that differ only in case (encoding/json keeps the
+// last, so {"role":"customer",…,"Role":"admin"} would be an admin), and a
+// time claim that is not a JSON number (RFC 7519's NumericDate; the
+// library also takes a numeric string). It reads the bytes once, without
+// allocating for each token: every customer's first request pays it.
+func checkClaims(b []byte) error {
+	i := space(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return nil // not an object: decoding it into claims fails
+	}
+	var seen [16][]byte
+	keys := seen[:0]
+	for i = space(b, i+1); b[i] != '}'; i = space(b, i) {
+		if b[i] == ',' {
+			i = space(b, i+1)
+		}
+		end := value(b, i)
+		key := b[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var k string
+			_ = json.Unmarshal(b[i:end], &k) // a valid JSON string
+			key = []byte(k)
+		}
+		for _, k := range keys {
+			if bytes.EqualFold(k, key) {
+				return fmt.Errorf("the claim %q appears twice", key)
+			}
+		}
+		keys = append(keys, key)
+		i = space(b, space(b, end)+1) // past the colon
+		c := b[i]
+		if (c < '0' || c > '9') && c != '-' && (bytes.EqualFold(key, []byte("exp")) ||
+			bytes.EqualFold(key, []byte("nbf")) || bytes.EqualFold(key, []byte("iat"))) {
+			return fmt.Errorf("the claim %q must be a number", key)
+		}
+		i = value(b, i)
+	}
+	return nil
+}
+
+// value returns the end of the valid JSON value that starts at b[i], a
+// member's value inside an object.
+func value(b []byte, i int) int {
+	depth := 0
+	for ; ; i++ {
+		switch b[i] {
+		case '"':
+			for i++; b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of the object around a number or literal
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+}
+
+func space(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // caller checks the claims berth adds to a valid token.

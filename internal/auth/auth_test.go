@@ -1,8 +1,11 @@
 package auth
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +75,38 @@ func TestVerifyRefuses(t *testing.T) {
 		"over MaxTokenLen": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1", "role": "admin", "exp": exp, "pad": strings.Repeat("x", MaxTokenLen)}),
 		"empty":            "",
 	}
+	// Tokens signed by hand, under the header Issue writes and under
+	// another (the library's path), with what encoding/json or the library
+	// would read leniently.
+	signRaw := func(header, claims string) string {
+		signing := base64.RawURLEncoding.EncodeToString([]byte(header)) + "." + base64.RawURLEncoding.EncodeToString([]byte(claims))
+		mac := hmac.New(sha256.New, secret)
+		mac.Write([]byte(signing))
+		return signing + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+	}
+	e := strconv.FormatInt(exp, 10)
+	for _, h := range []struct{ name, header string }{
+		{"issued header", `{"alg":"HS256","typ":"JWT"}`},
+		{"other header", `{"typ":"JWT","alg":"HS256"}`},
+	} {
+		if _, err := Verify(secret, signRaw(h.header, `{"sub":"1","role":"customer","exp":`+e+`}`), now); err != nil {
+			t.Fatalf("%s: a good token refused: %v", h.name, err)
+		}
+		tests[h.name+", exp a string"] = signRaw(h.header, `{"sub":"1","role":"customer","exp":"`+e+`"}`)
+		tests[h.name+", iat a string"] = signRaw(h.header, `{"sub":"1","role":"customer","exp":`+e+`,"iat":"1"}`)
+		tests[h.name+", role twice"] = signRaw(h.header, `{"sub":"1","role":"customer","exp":`+e+`,"role":"admin"}`)
+		tests[h.name+", Role beside role"] = signRaw(h.header, `{"sub":"1","role":"customer","exp":`+e+`,"Role":"admin"}`)
+	}
+	tests["a critical extension"] = signRaw(`{"alg":"HS256","crit":["x"],"x":1}`, `{"sub":"1","role":"customer","exp":`+e+`}`)
+	// The last character of a 32-byte signature carries two unused bits:
+	// set, the string differs and decodes to the same bytes.
+	good, err := Issue(secret, 1, Customer, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, good[len(good)-1])
+	tests["unused bits of the signature set"] = good[:len(good)-1] + string(alphabet[last|1])
 	for name, tok := range tests {
 		if _, err := Verify(secret, tok, now); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
