@@ -81,6 +81,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"currency not in ISO 4217", apptest.Request{Method: http.MethodPost, Path: "/admin/flights", Token: admin, Body: flightBody(func(m map[string]any) {
 			m["fares"] = []map[string]any{{"fareClass": "ECONOMY", "price": 1, "currency": "XYZ", "capacity": 1, "seats": []string{"1A"}}}
 		})}, 422, "validation_failed", "fares[0].currency"},
+		{"nested past encoding/json's depth", book(`{"flightId": 1, "seats": ` + strings.Repeat("[", 10_001) + strings.Repeat("]", 10_001) + `}`), 400, "invalid_request", ""},
 		{"body over 64 KiB", book(`{"flightId": 1, "fareClass": "` + strings.Repeat("E", 70<<10) + `"}`), 413, "body_too_large", ""},
 		{"no flight id", book(map[string]any{"fareClass": "ECONOMY", "seats": []string{"11A"}}), 422, "validation_failed", "flightId"},
 		{"unknown flight", book(map[string]any{"flightId": flightID + 1000, "fareClass": "ECONOMY", "seats": []string{"11A"}}), 422, "validation_failed", "flightId"},

@@ -310,6 +310,8 @@ func decodeError(err error) error {
 	switch {
 	case errors.As(err, &tooBig):
 		return &fault.Error{Code: fault.BodyTooLarge, Detail: fmt.Sprintf("the body is larger than %d bytes", maxBody)}
+	case errors.As(err, &syntax) && strings.Contains(syntax.Error(), "exceeded max depth"):
+		return tooDeep() // valid JSON, nested beyond what encoding/json follows
 	case errors.As(err, &syntax):
 		return fault.New(invalid, "malformed JSON at byte %d", syntax.Offset)
 	case errors.As(err, &typ):

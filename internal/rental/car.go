@@ -70,14 +70,14 @@ func (nc *NewCar) validate() error {
 	switch {
 	case !plateRe.MatchString(nc.Plate):
 		return fault.Invalid("plate", "must be 2 to 20 letters, digits, dots or dashes, like 30A-123.45")
-	case nc.Model == "":
-		return fault.Invalid("model", "must be 1 to 100 characters")
+	case !text.Visible(nc.Model):
+		return fault.Invalid("model", "must be 1 to 100 characters, one of them visible")
 	case !cityRe.MatchString(nc.City):
 		return fault.Invalid("city", "must be an upper-case city code, like HN")
 	case nc.DailyPrice <= 0 || nc.DailyPrice > maxPrice:
-		return fault.Invalid("dailyPrice", "must be a positive amount in minor units")
+		return fault.Invalid("dailyPrice", "must be a positive amount in minor units, at most %d", int64(maxPrice))
 	case nc.Deposit < 0 || nc.Deposit > maxPrice:
-		return fault.Invalid("deposit", "must be a non-negative amount in minor units")
+		return fault.Invalid("deposit", "must be an amount in minor units from 0 to %d", int64(maxPrice))
 	case !money.Known(nc.Currency):
 		return fault.Invalid("currency", "must be an ISO 4217 code, like VND")
 	case nc.Turnaround < 0 || nc.Turnaround > MaxTurnaround:

@@ -24,9 +24,26 @@ func TestCheck(t *testing.T) {
 		{"\u2066x\u2069", false},
 		{"bad \xff utf8", false},
 		{"", true},
+		{"\u200b", false},         // a zero-width space
+		{"\ufeffX", false},        // a byte order mark
+		{"A\u2028B", false},       // a line separator
+		{"Vios\u00ad", false},     // a soft hyphen
+		{"\u200fVios", false},     // a right-to-left mark
+		{"Vios\U000E0041", false}, // a tag
+		{"می\u200cخواهم", true},   // a Persian word with its joiner
+		{"👨\u200d👩\u200d👧", true}, // an emoji sequence
 	} {
 		if err := Check(c.in, 100); (err == nil) != c.ok {
 			t.Errorf("Check(%q) = %v, want ok %v", c.in, err, c.ok)
+		}
+	}
+}
+
+func TestVisible(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]bool{"Vios": true, "": false, "   ": false, "\u200c": false, "\u200d \u3000": false, " x ": true, "🚗": true} {
+		if Visible(in) != want {
+			t.Errorf("Visible(%q) = %v, want %v", in, !want, want)
 		}
 	}
 }
