@@ -88,7 +88,7 @@ func (l *Lifecycle) whyNotExtended(ctx context.Context, tx pgx.Tx, caller auth.C
 	case err != nil:
 		return fmt.Errorf("extend booking %d: %w", id, err)
 	case status != Held:
-		return fault.New(fault.InvalidState, "a %s booking cannot be extended", status)
+		return fault.New(fault.InvalidState, "a booking that is %s cannot be extended", status)
 	case !expires.After(now):
 		return fault.New(fault.InvalidState, "the hold of booking %d expired at %s", id, expires.UTC().Format(time.RFC3339))
 	case extended:

@@ -174,7 +174,7 @@ func cancellation(b *Booking, caller auth.Caller, now time.Time) (Cancellation, 
 			c.AtLeast, c.LessThan = b.RefundRule.Window(b.StartsAt, now)
 		}
 	default:
-		return c, fault.New(fault.InvalidState, "a %s booking cannot be cancelled", b.Status)
+		return c, fault.New(fault.InvalidState, "a booking that is %s cannot be cancelled", b.Status)
 	}
 	return c, nil
 }
@@ -426,7 +426,7 @@ func (l *Lifecycle) Move(ctx context.Context, db pg.Beginner, caller auth.Caller
 			return fault.New(fault.Forbidden, "only the car's host or an admin may do this")
 		}
 		if b.Kind != KindCar || b.Status != from {
-			return fault.New(fault.InvalidState, "a %s %s booking cannot become %s", b.Status, b.Kind, to)
+			return fault.New(fault.InvalidState, "a %s booking that is %s cannot become %s", b.Kind, b.Status, to)
 		}
 		if to == OnTrip && (now.Before(b.From.Add(-l.PickupEarly)) || !now.Before(b.To)) {
 			// In the booking's own zone, as its answers show its period

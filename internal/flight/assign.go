@@ -52,7 +52,7 @@ func (s *Service) AssignSeats(ctx context.Context, customer, id int64, seats []s
 			return fault.New(fault.InvalidState, "booking %d is not a flight booking waiting for its seats", id)
 		case b.Status != booking.Held && b.Status != booking.Confirmed:
 			// A hold that ran out reads EXPIRED (booking.AsOf).
-			return fault.New(fault.InvalidState, "seats cannot be assigned to a %s booking", b.Status)
+			return fault.New(fault.InvalidState, "seats cannot be assigned to a booking that is %s", b.Status)
 		case len(r.Seats) != b.Quantity:
 			return fault.Invalid("seats", "booking %d is for %d seats, not %d", id, b.Quantity, len(r.Seats))
 		}

@@ -129,7 +129,7 @@ func (s *Service) StartCharge(ctx context.Context, caller auth.Caller, id int64)
 	case status.Paid():
 		return nil, fault.New(fault.InvalidState, "booking %d is paid already (%s)", id, status)
 	case status != booking.Held || charged == nil:
-		return nil, fault.New(fault.InvalidState, "a %s booking cannot be paid", status)
+		return nil, fault.New(fault.InvalidState, "a booking that is %s cannot be paid", status)
 	}
 	c.ID, c.BookingID = *charged, id
 	c.Status = "PENDING"
