@@ -103,13 +103,36 @@ func (s *Service) JoinWaitlist(ctx context.Context, customer, flightID int64, cl
 	var out *WaitEntry
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		now := s.clock.Now()
+		// The line is for units others hold. A customer whose own hold sold
+		// the class out would be first in line for it: cancelling, or letting
+		// it run out, would hand the units straight back as a fresh offer,
+		// past the hold limit and the one extension, while everyone behind
+		// waits for ever longer. The lock is the one each hold of the
+		// customer takes (hold_allowance), so a hold and a join of one
+		// customer are decided one after the other (with BERTH_HOLD_LIMIT
+		// on, as it is by default); as there, it is taken before any other
+		// lock. The holds are read by a statement of their own, after the
+		// lock: one statement's snapshot is taken before it waits.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(1650815604, hashint8($1))`, customer); err != nil {
+			return fmt.Errorf("lock the holds of customer %d: %w", customer, err)
+		}
+		var held int64
+		err := tx.QueryRow(ctx, `SELECT coalesce((SELECT b.id FROM booking b WHERE b.customer_id = $1 AND b.status = 'HELD'
+			AND b.flight_id = $2 AND b.fare_class = $3 ORDER BY b.id DESC LIMIT 1), 0)`,
+			customer, flightID, class).Scan(&held)
+		if err != nil {
+			return fmt.Errorf("read holds of customer %d on flight %d: %w", customer, flightID, err)
+		}
+		if held != 0 {
+			return fault.New(fault.InvalidState, "you hold units of fare class %s of flight %d yourself (booking %d): its line is for units others hold", class, flightID, held)
+		}
 		// A line for more units than the class will ever have would wait
 		// for ever, and hold up every walk-in of the class meanwhile (they
 		// queue behind a line that waits). The share lock keeps the size
 		// until the entry is written: ChangeFare, which may shrink it,
 		// locks the row for update and then looks at the line.
 		var most int
-		err := tx.QueryRow(ctx, `SELECT capacity + overbook_limit FROM fare_inventory WHERE flight_id = $1 AND fare_class = $2 FOR SHARE`,
+		err = tx.QueryRow(ctx, `SELECT capacity + overbook_limit FROM fare_inventory WHERE flight_id = $1 AND fare_class = $2 FOR SHARE`,
 			flightID, class).Scan(&most)
 		switch {
 		case err == nil && quantity > most:

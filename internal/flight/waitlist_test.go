@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/payment/paytest"
 )
@@ -393,6 +395,47 @@ func TestOverdueHoldGivesWayAtOnce(t *testing.T) {
 	refused(t, "a walk-in while a line waits", p, http.StatusConflict, "sold_out")
 	if e := waitEntry(t, s.App.Pool, waiting); e.status != "OFFERED" {
 		t.Errorf("the line after the overdue hold was ended: %+v, want OFFERED", e)
+	}
+	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
+}
+
+// The line is for units others hold: a customer whose own hold sold the
+// class out cannot wait for it (cancelling would hand the units straight
+// back as a fresh offer, past the hold limit and the one extension), and
+// a hold and a join of one customer sent at once are decided one after
+// the other, so neither order leaves the customer both holding and
+// waiting.
+func TestWaitlistIsNotForYourOwnHold(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Options{Config: func(c *config.Config) {
+		c.HoldLimit = config.Rate{N: 1000, Window: time.Hour}
+	}})
+	flightID := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(1, 1, "AB")})
+	own := s.Customer(5).HoldQuantity(t, flightID, "ECONOMY", 2)
+	_, p := s.Customer(5).TryJoinWaitlist(t, flightID, "ECONOMY", 1)
+	refused(t, "join while holding the class", p, http.StatusConflict, "invalid_state")
+	other := s.Customer(6).JoinWaitlist(t, flightID, "ECONOMY", 2)
+	s.Customer(5).Cancel(t, own.BookingID)
+	if e := waitEntry(t, s.App.Pool, other.WaitlistID); e.status != "OFFERED" {
+		t.Fatalf("after the holder cancelled, the other customer's entry is %s, want OFFERED", e.status)
+	}
+
+	// Races: one unit left of a class of two, whose other unit someone
+	// else holds; the customer holds the last one and joins at once.
+	for round := range 8 {
+		f := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(1, 1, "AB")})
+		s.Customer(7).HoldQuantity(t, f, "ECONOMY", 1)
+		c := s.Customer(int64(100 + round))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		var holdErr, joinErr *apptest.Problem
+		wg.Go(func() { <-start; _, holdErr = c.TryHoldQuantity(t, f, "ECONOMY", 1) })
+		wg.Go(func() { <-start; _, joinErr = c.TryJoinWaitlist(t, f, "ECONOMY", 1) })
+		close(start)
+		wg.Wait()
+		if holdErr == nil && joinErr == nil {
+			t.Fatalf("round %d: the customer both holds the last unit and waits in its line", round)
+		}
 	}
 	apptest.MustAudit(t, s.App.Pool, s.Clock.Now())
 }
