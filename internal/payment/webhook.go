@@ -120,9 +120,19 @@ func (s *Service) unprocessable(typ, txn string, why error) error {
 // refund. Confirmation runs in a savepoint: when it fails half-way (a seat
 // that is gone), everything it did is undone before the money is recorded
 // for refund.
+//
+// Money of the wrong amount or currency under the booking's own charge
+// also ends the hold, as charge.failed does: the charge is spent (a
+// booking has one, and its transaction id is now recorded), so the hold
+// could never be paid; kept, it would only lock its seats until it
+// expired.
 func (s *Service) chargeSucceeded(ctx context.Context, d WebhookData) (string, error) {
-	var result string
+	var (
+		result string
+		freed  *booking.Booking
+	)
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		freed = nil
 		// Taken before Confirm reads the clock, so the recorded time is never
 		// later than the one the hold was checked against (I4).
 		now := s.clock.Now()
@@ -187,8 +197,26 @@ func (s *Service) chargeSucceeded(ctx context.Context, d WebhookData) (string, e
 		if err != nil {
 			return err
 		}
-		return s.refundPayment(ctx, tx, paymentID, d, reason, now, &result)
+		if err := s.refundPayment(ctx, tx, paymentID, d, reason, now, &result); err != nil {
+			return err
+		}
+		if reason != ReasonWrongAmount && reason != ReasonWrongCurrency {
+			return nil
+		}
+		// After the refund request, so that booking.cancelled shows the
+		// refund owed.
+		b, released, err := s.life.FailPayment(ctx, tx, d.BookingID)
+		if err != nil {
+			return err
+		}
+		if released {
+			result, freed = result+"_released", b
+		}
+		return nil
 	})
+	if err == nil {
+		s.life.Released(ctx, freed)
+	}
 	return result, err
 }
 

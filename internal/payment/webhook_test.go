@@ -274,8 +274,14 @@ func TestBadWebhooksConfirmNothing(t *testing.T) {
 		case c.wantStatus == 200 && (p.Outcome != "refund" || p.Reason != c.wantReason):
 			t.Errorf("%s: payment %+v, want refunded as %s", c.name, p, c.wantReason)
 		}
-		if b := getBooking(t, pool, id); b.Status != "HELD" {
-			t.Errorf("%s: booking %s, want still HELD", c.name, b.Status)
+		// Wrong money under the booking's own charge spends it: the hold
+		// ends as if the charge had failed. The rest leave it HELD.
+		wantStatus := "HELD"
+		if c.wantReason == payment.ReasonWrongAmount || c.wantReason == payment.ReasonWrongCurrency {
+			wantStatus = "CANCELLED"
+		}
+		if b := getBooking(t, pool, id); b.Status != wantStatus {
+			t.Errorf("%s: booking %s, want %s", c.name, b.Status, wantStatus)
 		}
 		wantRefunds := 0
 		if c.wantStatus == 200 {
@@ -423,4 +429,85 @@ func TestSignedButUnprocessableWebhooksAreAcknowledged(t *testing.T) {
 	if unprocessable != float64(len(bodies)) {
 		t.Errorf("%v deliveries counted unprocessable, want %d", unprocessable, len(bodies))
 	}
+}
+
+// Money of another amount or currency under the booking's own charge is
+// refunded once, and ends the hold as a failed charge does: the booking's
+// one charge is spent, so the hold could never be paid, and its seats go
+// back on sale at once. The gateway's later word on the same transaction,
+// the right money this time, is a duplicate and changes nothing.
+func TestWrongMoneyForTheOwnChargeReleasesTheHold(t *testing.T) {
+	t.Parallel()
+	s, pool, flightID := startFlight(t)
+	for i, c := range []struct {
+		name   string
+		mutate func(d *payment.WebhookData)
+		reason string
+	}{
+		{"wrong amount", func(d *payment.WebhookData) { d.Amount /= 2 }, payment.ReasonWrongAmount},
+		{"wrong currency", func(d *payment.WebhookData) { d.Currency = "USD" }, payment.ReasonWrongCurrency},
+	} {
+		customer := int64(300 + i)
+		seats := [][]string{{"10A", "10B"}, {"11A", "11B"}}[i]
+		id := hold(t, s, customer, flightID, seats...)
+		start := pay(s, customer, id, "pay-"+c.name)
+		if start.Status != http.StatusCreated {
+			t.Fatalf("%s: pay: %d %s", c.name, start.Status, start.Body)
+		}
+		right := payment.WebhookData{BookingID: id}
+		if err := pool.QueryRow(t.Context(), `SELECT provider_txn_id, amount, currency FROM charge WHERE booking_id = $1`, id).
+			Scan(&right.ProviderTxnID, &right.Amount, &right.Currency); err != nil {
+			t.Fatal(err)
+		}
+		wrong := right
+		c.mutate(&wrong)
+		for range 2 { // a duplicate changes nothing
+			if r := paytest.Send(t, s.URL, s.Clock.Now(), payment.ChargeSucceeded, wrong); r.Status != http.StatusOK {
+				t.Fatalf("%s: charge.succeeded: %d %s", c.name, r.Status, r.Body)
+			}
+		}
+		if p := paymentOf(t, pool, right.ProviderTxnID); p.N != 1 || p.Outcome != "refund" || p.Reason != c.reason {
+			t.Errorf("%s: payment %+v, want refunded as %s", c.name, p, c.reason)
+		}
+		if b := getBooking(t, pool, id); b.Status != "CANCELLED" || b.CancelReason != "payment_failed" || b.RefundStatus != "REQUESTED" {
+			t.Errorf("%s: booking %+v, want CANCELLED payment_failed with its refund REQUESTED", c.name, b)
+		}
+		if n := events(t, pool, id, outbox.BookingCancelled); n != 1 {
+			t.Errorf("%s: %d booking.cancelled events, want 1", c.name, n)
+		}
+		if n := events(t, pool, id, outbox.RefundRequested); n != 1 {
+			t.Errorf("%s: %d refund.requested events, want 1", c.name, n)
+		}
+		for _, no := range seats {
+			if st := seat(t, pool, flightID, no); st.Status != "AVAILABLE" || st.Booking != 0 {
+				t.Errorf("%s: seat %s %+v, want AVAILABLE", c.name, no, st)
+			}
+		}
+		if r := pay(s, customer, id, "pay-again-"+c.name); r.Status != http.StatusConflict || r.Code() != "invalid_state" {
+			t.Errorf("%s: paying again: %d %s, want 409 invalid_state", c.name, r.Status, r.Body)
+		}
+		// The customer may hold the seats again, and pay for them.
+		again := hold(t, s, customer, flightID, seats...)
+		if r := pay(s, customer, again, "pay-new-"+c.name); r.Status != http.StatusCreated {
+			t.Errorf("%s: paying a new hold: %d %s", c.name, r.Status, r.Body)
+		}
+		// The right money under the spent transaction is a duplicate.
+		if r := paytest.Send(t, s.URL, s.Clock.Now(), payment.ChargeSucceeded, right); r.Status != http.StatusOK {
+			t.Fatalf("%s: charge.succeeded: %d %s", c.name, r.Status, r.Body)
+		}
+		if b := getBooking(t, pool, id); b.Status != "CANCELLED" {
+			t.Errorf("%s: booking %s after the right money, want still CANCELLED", c.name, b.Status)
+		}
+	}
+	if got := fareCounters(t, pool, flightID); got != (counters{Held: 4}) {
+		t.Errorf("counters %+v, want only the two new holds", got)
+	}
+	settle(t, s, nil)
+	if n := count(t, pool, `SELECT count(*) FROM refund WHERE status = 'SUCCEEDED'`); n != 2 {
+		t.Errorf("%d refunds succeeded, want 2 (one per wrong payment)", n)
+	}
+	if st := s.App.PaySim.Stats(); st.Refunds != 2 {
+		t.Errorf("the gateway made %d refunds, want 2", st.Refunds)
+	}
+	mustAudit(t, s)
 }
