@@ -82,7 +82,12 @@ type Booking struct {
 	Quantity   int
 
 	CancelReason string
+	// RefundAmount is what a cancellation refunds (nil before one);
+	// Returned is the money that arrived for the booking but did not
+	// confirm it, owed back in full, in the booking's currency. The
+	// booking shows their sum as its refundAmount (View).
 	RefundAmount *int64
+	Returned     int64
 	// RefundStatus is REQUESTED while money is owed back to the customer
 	// and SUCCEEDED once the gateway returned it; "" when nothing is owed.
 	RefundStatus string
@@ -103,7 +108,8 @@ type Booking struct {
 // return a booking use "RETURNING " + Columns.
 const Columns = `id, kind, status, customer_id, host_id, amount, currency, refund_status, hold_expires_at, starts_at,
 	refund_rule, flight_id, fare_class, seats, quantity, cancel_reason, refund_amount, version,
-	created_at, updated_at, fare_bucket, car_id, lower(period), upper(period), rental_price, utc_offset, extended_at`
+	created_at, updated_at, fare_bucket, car_id, lower(period), upper(period), rental_price, utc_offset, extended_at,
+	refund_returned`
 
 // Scan reads one row of Columns.
 func Scan(row pgx.Row) (*Booking, error) {
@@ -126,7 +132,7 @@ func Scan(row pgx.Row) (*Booking, error) {
 	err := row.Scan(&b.ID, &b.Kind, &b.Status, &b.CustomerID, &hostID, &b.Amount, &b.Currency, &refundStatus,
 		&b.HoldExpiresAt, &b.StartsAt, &rule, &flightID, &fareClass, &b.Seats, &quantity,
 		&cancelReason, &b.RefundAmount, &b.Version, &b.CreatedAt, &b.UpdatedAt, &fareBucket,
-		&carID, &from, &to, &rentalPrice, &utcOffset, &extendedAt)
+		&carID, &from, &to, &rentalPrice, &utcOffset, &extendedAt, &b.Returned)
 	if err != nil {
 		return nil, err
 	}
@@ -197,6 +203,21 @@ func (b *Booking) zone() *time.Location {
 	return b.Zone
 }
 
+// refundShown is the refundAmount b shows: all the money owed back to its
+// customer in its currency, its cancellation's refund and the money that
+// could not confirm it, so that a refund status always comes with the
+// amount it is about; nil while neither is there.
+func (b *Booking) refundShown() *int64 {
+	if b.RefundAmount == nil && b.Returned == 0 {
+		return nil
+	}
+	n := b.Returned
+	if b.RefundAmount != nil {
+		n += *b.RefundAmount
+	}
+	return &n
+}
+
 // View returns b as docs/api.md shows it, its times in b.Zone.
 func (b *Booking) View() View {
 	zone := b.zone()
@@ -207,7 +228,7 @@ func (b *Booking) View() View {
 		CustomerID:   b.CustomerID,
 		Amount:       b.Amount,
 		Currency:     b.Currency,
-		RefundAmount: b.RefundAmount,
+		RefundAmount: b.refundShown(),
 		RefundStatus: b.RefundStatus,
 		CancelReason: b.CancelReason,
 		Version:      b.Version,

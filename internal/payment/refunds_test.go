@@ -203,3 +203,52 @@ func TestPaytestConfirm(t *testing.T) {
 		t.Error("I4 passed with a booking confirmed without a charge")
 	}
 }
+
+// A booking that shows a refund status shows the amount it is about: the
+// money that arrived for it and is owed back counts in its refundAmount
+// as a cancellation's refund does, in its answers and in the events the
+// database writes (booking_view).
+func TestBookingShowsTheAmountOfItsRefund(t *testing.T) {
+	t.Parallel()
+	s, pool, flightID := startFlight(t)
+	// Cancelled while held, then its late money arrives.
+	cancelled := hold(t, s, 7, flightID, "10A", "10B")
+	if v := s.Customer(7).Cancel(t, cancelled); v.RefundAmount == nil || *v.RefundAmount != 0 || v.RefundStatus != "" {
+		t.Fatalf("cancel a hold: %+v, want refundAmount 0 and no refund", v)
+	}
+	paytest.Pay(t, s, cancelled)
+	// Paid for under a transaction that is not its charge; still held.
+	held := hold(t, s, 8, flightID, "11A")
+	foreign := paytest.Foreign(t, pool, held)
+	if r := paytest.Send(t, s.URL, s.Clock.Now(), payment.ChargeSucceeded, foreign); r.Status != http.StatusOK {
+		t.Fatalf("charge.succeeded: %d %s", r.Status, r.Body)
+	}
+	bookings := []struct {
+		id, customer int64
+		status       string
+		refund       float64
+	}{
+		{cancelled, 7, "CANCELLED", 2 * price},
+		{held, 8, "HELD", price},
+	}
+	check := func(refundStatus string) {
+		t.Helper()
+		for _, b := range bookings {
+			r := s.Do(apptest.Request{Method: http.MethodGet, Path: path("/bookings/%d", b.id), Token: s.Token("customer", b.customer)})
+			var view map[string]any
+			if err := pool.QueryRow(t.Context(), `SELECT booking_view(b) FROM booking b WHERE id = $1`, b.id).Scan(&view); err != nil {
+				t.Fatal(err)
+			}
+			for where, m := range map[string]map[string]any{"GET": r.Map(t), "booking_view": view} {
+				if m["status"] != b.status || m["refundStatus"] != refundStatus || m["refundAmount"] != b.refund {
+					t.Errorf("booking %d (%s): status %v, refundStatus %v, refundAmount %v; want %s, %s, %.0f",
+						b.id, where, m["status"], m["refundStatus"], m["refundAmount"], b.status, refundStatus, b.refund)
+				}
+			}
+		}
+	}
+	check("REQUESTED")
+	settle(t, s, nil)
+	check("SUCCEEDED")
+	mustAudit(t, s)
+}

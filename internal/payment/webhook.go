@@ -291,11 +291,16 @@ func refundReason(ctx context.Context, tx pgx.Tx, d WebhookData, cerr error, now
 	return ReasonNotHeld, nil
 }
 
-// requestRefund writes the refund.requested event of r and marks the
-// booking, if there is one, as owed a refund. Updating the booking row
-// first also locks it, which orders the event among the booking's others.
+// requestRefund writes the refund.requested event of r, money that arrived
+// for a booking but did not confirm it, and marks the booking, if there is
+// one, as owed a refund, adding the money to what it shows owed back
+// (refund_returned) when it is in the booking's currency. Updating the
+// booking row first also locks it, which orders the event among the
+// booking's others.
 func requestRefund(ctx context.Context, tx pgx.Tx, r RefundRequestedPayload, now time.Time) error {
-	if _, err := tx.Exec(ctx, `UPDATE booking SET refund_status = 'REQUESTED' WHERE id = $1`, r.BookingID); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE booking SET refund_status = 'REQUESTED',
+			refund_returned = refund_returned + CASE WHEN currency = $3 THEN $2::bigint ELSE 0 END
+		WHERE id = $1`, r.BookingID, r.Amount, r.Currency); err != nil {
 		return fmt.Errorf("mark booking %d refund requested: %w", r.BookingID, err)
 	}
 	return outbox.Write(ctx, tx, outbox.Event{BookingID: r.BookingID, Type: outbox.RefundRequested, Data: r, Time: now})
