@@ -41,7 +41,9 @@ var replayedHeaders = []string{"Content-Type", "Location", "Cache-Control"}
 // With inEffect (a route whose only effect is a hold sent through
 // booking.QueryHold), the key is claimed by the hold itself, in its round
 // trip and commit (runPending), instead of before h runs (runClaimed).
-func (s *Server) idempotent(mode Idempotency, inEffect bool, h handlerFunc) handlerFunc {
+// lease, when not zero, is how long a request keeps its key while it runs
+// (idempotency.Request.Lease), and bounds its work.
+func (s *Server) idempotent(mode Idempotency, inEffect bool, lease time.Duration, h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c auth.Caller) error {
 		values := r.Header.Values(idempotencyHeader)
 		if len(values) == 0 {
@@ -58,6 +60,7 @@ func (s *Server) idempotent(mode Idempotency, inEffect bool, h handlerFunc) hand
 			return err
 		}
 		q := idempotency.NewRequest(c.ID, values[0], r.Method, r.URL.Path, body)
+		q.Lease = lease
 		if inEffect {
 			return s.runPending(w, r, c, q, body, h)
 		}
@@ -77,7 +80,7 @@ func (s *Server) runClaimed(w http.ResponseWriter, r *http.Request, c auth.Calle
 		return nil
 	}
 	claim := pg.KeyClaim{CallerID: q.Caller, Key: q.Key, Lease: lease}
-	answer, by, _ := s.runUnder(r, c, body, claim, h, func(by time.Time) { s.Keys.Settle(q, lease, nil, by) })
+	answer, by, _ := s.runUnder(r, c, body, q, claim, h, func(by time.Time) { s.Keys.Settle(q, lease, nil, by) })
 	if !finalStatus(answer.Status) {
 		s.Keys.Settle(q, lease, nil, by)
 	} else {
@@ -105,7 +108,7 @@ func (s *Server) runPending(w http.ResponseWriter, r *http.Request, c auth.Calle
 			s.Keys.Settle(q, claim.Lease, nil, by)
 		}
 	}
-	answer, by, err := s.runUnder(r, c, body, claim, h, release)
+	answer, by, err := s.runUnder(r, c, body, q, claim, h, release)
 	switch {
 	case errors.Is(err, pg.ErrKeyClaimed):
 	case finalStatus(answer.Status):
@@ -136,7 +139,7 @@ func (s *Server) keyTaken(ctx context.Context, q idempotency.Request) bool {
 	return taken
 }
 
-// runUnder runs h on r with body under claim, and returns its answer, the
+// runUnder runs h on r with body, request q, under claim, and returns its answer, the
 // request's deadline (zero: none) and h's error (already in the answer).
 // The request runs to the end even if the client goes away, so that the
 // retry finds its answer, within its lease and within the request's own
@@ -145,9 +148,9 @@ func (s *Server) keyTaken(ctx context.Context, q idempotency.Request) bool {
 // (pg.KeyClaimOf), so that a key whose effect committed is never run
 // again, even if its answer is lost. If h panics, release is called before
 // the panic goes on.
-func (s *Server) runUnder(r *http.Request, c auth.Caller, body []byte, claim pg.KeyClaim, h handlerFunc, release func(by time.Time)) (idempotency.Answer, time.Time, error) {
+func (s *Server) runUnder(r *http.Request, c auth.Caller, body []byte, q idempotency.Request, claim pg.KeyClaim, h handlerFunc, release func(by time.Time)) (idempotency.Answer, time.Time, error) {
 	by, _ := r.Context().Deadline()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), idempotency.WorkTime)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), q.WorkTime())
 	defer cancel()
 	if !by.IsZero() {
 		var cancelBy context.CancelFunc

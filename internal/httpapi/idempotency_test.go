@@ -319,7 +319,7 @@ func TestKeyedRequestKeepsItsDeadline(t *testing.T) {
 func keyedRequestKeepsItsDeadline(t *testing.T, pending bool) {
 	b := setupKeys(t, pending)
 	var seen atomic.Value
-	h := b.srv.idempotent(KeyOptional, pending, func(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
+	h := b.srv.idempotent(KeyOptional, pending, 0, func(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 		d, _ := r.Context().Deadline()
 		seen.Store(d)
 		w.WriteHeader(http.StatusNoContent)

@@ -4,10 +4,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/guard"
+	"berth.dev/berth/internal/idempotency"
 )
 
 // Idempotency says whether a route takes an Idempotency-Key header
@@ -72,11 +74,22 @@ type entry struct {
 	// booking.QueryHold, which claims the Idempotency-Key itself
 	// (Server.runPending).
 	keyInEffect bool
+	// keyLease, when not zero, is how long a request keeps its
+	// Idempotency-Key while it runs (idempotency.Request.Lease).
+	keyLease time.Duration
 }
 
 // claimsKeyInHold returns e with keyInEffect set.
 func (e entry) claimsKeyInHold() entry {
 	e.keyInEffect = true
+	return e
+}
+
+// idempotentByItself returns e with the short lease of a route that a
+// retry may run again harmlessly (idempotency.ShortLease): a retry of a
+// request whose process died is not kept waiting a minute.
+func (e entry) idempotentByItself() entry {
+	e.keyLease = idempotency.ShortLease
 	return e
 }
 
@@ -146,7 +159,9 @@ func (s *Server) table() []entry {
 		route("GET /waitlist", roles(auth.Customer), other, NoKey, s.listWaitlist),
 		route("DELETE /waitlist/{id}", roles(auth.Customer), other, NoKey, s.leaveWaitlist).takesNoBody(),
 
-		route("POST /bookings/{id}/payments", roles(auth.Customer), money, KeyRequired, s.startPayment).takesNoBody(),
+		// A payment start resumes its booking's one charge, whatever key
+		// it comes with: its key has the short lease.
+		route("POST /bookings/{id}/payments", roles(auth.Customer), money, KeyRequired, s.startPayment).takesNoBody().idempotentByItself(),
 		route("POST /payments/webhook", public, none, NoKey, s.paymentWebhook),
 
 		route("GET /cars", public, read, NoKey, s.searchCars),

@@ -137,7 +137,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, c auth.Caller) err
 func (s *Server) handle(e entry) {
 	who, lane, h, bodiless := access(e.Roles), e.Lane, e.h, e.Bodiless
 	if e.Idempotency != NoKey {
-		h = s.idempotent(e.Idempotency, e.keyInEffect, h)
+		h = s.idempotent(e.Idempotency, e.keyInEffect, e.keyLease, h)
 	}
 	s.mux.HandleFunc(e.Pattern(), func(w http.ResponseWriter, r *http.Request) {
 		var c auth.Caller

@@ -40,7 +40,19 @@ const (
 	// work is bounded below it (WorkTime), so a live owner never outlasts
 	// its lease.
 	Lease    = time.Minute
-	WorkTime = Lease - 10*time.Second
+	WorkTime = Lease - leaseMargin
+	// ShortLease is the lease of a request that is idempotent by itself,
+	// which a retry may run again harmlessly: a payment start, which
+	// resumes its booking's one charge under the same gateway key,
+	// whatever key it comes with. It records no effect to answer a retry
+	// from, so a retry of one whose process died waits out its lease; the
+	// lease covers its work, which is bounded as the money lane bounds a
+	// payment start in all (10 s, its gateway call included), and no more.
+	ShortLease = 10*time.Second + leaseMargin
+	// leaseMargin is how long a lease outlasts its request's work: to
+	// store the answer (settleFirst), and for the clocks of processes
+	// sharing the database.
+	leaseMargin = 10 * time.Second
 )
 
 // Request identifies a request under an idempotency key.
@@ -49,7 +61,22 @@ type Request struct {
 	Key          string
 	Method, Path string
 	Hash         []byte // SHA-256 of the body
+	// Lease is how long the request keeps its key while it runs (Claim):
+	// zero is Lease, ShortLease for a request idempotent by itself.
+	Lease time.Duration
 }
+
+// LeaseTime is how long q keeps its key while it runs.
+func (q Request) LeaseTime() time.Duration {
+	if q.Lease > 0 {
+		return q.Lease
+	}
+	return Lease
+}
+
+// WorkTime bounds q's own work, so that a live request never outlasts its
+// lease.
+func (q Request) WorkTime() time.Duration { return q.LeaseTime() - leaseMargin }
 
 // NewRequest returns the request of caller under key, identified by its
 // method, path and body.
@@ -309,7 +336,7 @@ func answerNewKey(ctx context.Context, db querier, q Request, status int, header
 // it could not claim is pgx.ErrNoRows.
 func claimKey(ctx context.Context, db querier, q Request, now time.Time) (string, error) {
 	var lease string
-	err := db.QueryRow(ctx, claimSQL, q.Caller, q.Key, q.Method, q.Path, q.Hash, now, now.Add(Lease), now.Add(TTL)).Scan(&lease)
+	err := db.QueryRow(ctx, claimSQL, q.Caller, q.Key, q.Method, q.Path, q.Hash, now, now.Add(q.LeaseTime()), now.Add(TTL)).Scan(&lease)
 	return lease, err
 }
 

@@ -434,3 +434,52 @@ func TestRefundConsumerDoesNotWaitForGateway(t *testing.T) {
 		t.Errorf("refund not sent to the gateway once it answered")
 	}
 }
+
+// A payment start whose process died keeps its Idempotency-Key only for
+// its short lease, not a minute: a payment start resumes its booking's
+// one charge, so the retry may run it again. Its process dying is
+// simulated by a first request stalled at the gateway while the server's
+// clock moves past its lease, as it would for a request that died there.
+// While it runs within its lease, a repeat is still 409; once taken over,
+// both answers are the one charge, under one gateway key.
+func TestSameKeyAfterItsHolderDied(t *testing.T) {
+	t.Parallel()
+	g := &fakeGateway{t: t, block: make(chan struct{}), arrived: make(chan struct{}, 1)}
+	s := startWithGateway(t, g)
+	flightID := newFlight(t, s)
+	id := hold(t, s, 7, flightID, "10A")
+	firstc := make(chan *apptest.Response, 1)
+	go func() { firstc <- pay(s, 7, id, "dies") }()
+	<-g.arrived
+	if r := pay(s, 7, id, "dies"); r.Status != http.StatusConflict || r.Code() != "idempotency_key_in_use" {
+		t.Errorf("same key while the first runs: %d %s, want 409 idempotency_key_in_use", r.Status, r.Body)
+	}
+	// The first is "dead": stalled at the gateway past its lease. The
+	// gateway answers the retry.
+	g.mu.Lock()
+	stalled := g.block
+	g.block = nil
+	g.mu.Unlock()
+	s.Clock.Advance(30 * time.Second)
+	retry := pay(s, 7, id, "dies")
+	close(stalled)
+	first := <-firstc
+	if retry.Status != http.StatusCreated {
+		t.Fatalf("same key 30 s after its holder died: %d %s, want 201", retry.Status, retry.Body)
+	}
+	if first.Status != http.StatusCreated || string(first.Body) != string(retry.Body) {
+		t.Errorf("the stalled first: %d %s, want the retry's charge %s", first.Status, first.Body, retry.Body)
+	}
+	again := pay(s, 7, id, "dies")
+	if again.Status != http.StatusCreated || string(again.Body) != string(retry.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("same key after both: %d %s (replayed %q), want the retry's answer replayed", again.Status, again.Body,
+			again.Header.Get("Idempotent-Replayed"))
+	}
+	keys := g.seenKeys()
+	if len(keys) != 2 || keys[0] != keys[1] {
+		t.Errorf("gateway keys %q, want the same key twice", keys)
+	}
+	if n := count(t, s.App.Pool, `SELECT count(*) FROM charge WHERE booking_id = $1`, id); n != 1 {
+		t.Errorf("%d charges, want 1", n)
+	}
+}
