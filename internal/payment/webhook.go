@@ -130,6 +130,7 @@ func (s *Service) chargeSucceeded(ctx context.Context, d WebhookData) (string, e
 	var (
 		result string
 		freed  *booking.Booking
+		first  WebhookData // the recorded report of a transaction reported again
 	)
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		freed = nil
@@ -146,6 +147,19 @@ func (s *Service) chargeSucceeded(ctx context.Context, d WebhookData) (string, e
 			d.ProviderTxnID, d.BookingID, d.Amount, d.Currency, now).Scan(&paymentID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			result = "duplicate"
+			// A gateway reports one transaction once, however often it
+			// delivers the report. Another booking or other money under a
+			// recorded transaction is money berth may never see again: it
+			// is neither confirmed nor refunded here (a transaction is
+			// recorded once), so it is said, loudly, for a person to settle
+			// from the gateway's records.
+			if err := tx.QueryRow(ctx, `SELECT booking_id, amount, currency FROM payment WHERE provider_txn_id = $1`,
+				d.ProviderTxnID).Scan(&first.BookingID, &first.Amount, &first.Currency); err != nil {
+				return fmt.Errorf("read recorded payment %s: %w", d.ProviderTxnID, err)
+			}
+			if first.BookingID != d.BookingID || first.Amount != d.Amount || first.Currency != d.Currency {
+				result = "conflicting"
+			}
 			return nil
 		}
 		if err != nil {
@@ -216,6 +230,11 @@ func (s *Service) chargeSucceeded(ctx context.Context, d WebhookData) (string, e
 	})
 	if err == nil {
 		s.life.Released(ctx, freed)
+	}
+	if result == "conflicting" {
+		s.log.Error("the gateway reports a recorded transaction again with other money; this money is neither confirmed nor refunded: take it up with the gateway",
+			"txn", d.ProviderTxnID, "booking", d.BookingID, "amount", d.Amount, "currency", d.Currency,
+			"recorded_booking", first.BookingID, "recorded_amount", first.Amount, "recorded_currency", first.Currency)
 	}
 	return result, err
 }
@@ -314,6 +333,7 @@ func (s *Service) chargeFailed(ctx context.Context, d WebhookData) (string, erro
 	var (
 		result string
 		freed  *booking.Booking
+		first  WebhookData // the recorded report of a transaction reported again
 	)
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		freed = nil
@@ -346,6 +366,11 @@ func (s *Service) chargeFailed(ctx context.Context, d WebhookData) (string, erro
 	})
 	if err == nil {
 		s.life.Released(ctx, freed)
+	}
+	if result == "conflicting" {
+		s.log.Error("the gateway reports a recorded transaction again with other money; this money is neither confirmed nor refunded: take it up with the gateway",
+			"txn", d.ProviderTxnID, "booking", d.BookingID, "amount", d.Amount, "currency", d.Currency,
+			"recorded_booking", first.BookingID, "recorded_amount", first.Amount, "recorded_currency", first.Currency)
 	}
 	return result, err
 }

@@ -409,26 +409,32 @@ func TestSignedButUnprocessableWebhooksAreAcknowledged(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM payment`); n != 0 {
 		t.Errorf("%d payments recorded, want none", n)
 	}
+	if n := webhooksCounted(t, s, "unprocessable"); n != float64(len(bodies)) {
+		t.Errorf("%v deliveries counted unprocessable, want %d", n, len(bodies))
+	}
+}
+
+// webhooksCounted is how many webhooks s counted with result.
+func webhooksCounted(t *testing.T, s *apptest.Server, result string) float64 {
+	t.Helper()
 	mfs, err := s.App.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var unprocessable float64
+	var n float64
 	for _, mf := range mfs {
 		if mf.GetName() != "berth_payment_webhooks_total" {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == "unprocessable" {
-					unprocessable += m.GetCounter().GetValue()
+				if l.GetName() == "result" && l.GetValue() == result {
+					n += m.GetCounter().GetValue()
 				}
 			}
 		}
 	}
-	if unprocessable != float64(len(bodies)) {
-		t.Errorf("%v deliveries counted unprocessable, want %d", unprocessable, len(bodies))
-	}
+	return n
 }
 
 // Money of another amount or currency under the booking's own charge is
@@ -491,9 +497,14 @@ func TestWrongMoneyForTheOwnChargeReleasesTheHold(t *testing.T) {
 		if r := pay(s, customer, again, "pay-new-"+c.name); r.Status != http.StatusCreated {
 			t.Errorf("%s: paying a new hold: %d %s", c.name, r.Status, r.Body)
 		}
-		// The right money under the spent transaction is a duplicate.
+		// The right money under the spent transaction is recorded nowhere
+		// (a transaction is recorded once), but not taken for a duplicate:
+		// it is counted, and logged, as a conflicting report.
 		if r := paytest.Send(t, s.URL, s.Clock.Now(), payment.ChargeSucceeded, right); r.Status != http.StatusOK {
 			t.Fatalf("%s: charge.succeeded: %d %s", c.name, r.Status, r.Body)
+		}
+		if n := webhooksCounted(t, s, "conflicting"); n != float64(i+1) {
+			t.Errorf("%s: %v reports counted conflicting, want %d", c.name, n, i+1)
 		}
 		if b := getBooking(t, pool, id); b.Status != "CANCELLED" {
 			t.Errorf("%s: booking %s after the right money, want still CANCELLED", c.name, b.Status)
