@@ -79,9 +79,11 @@ type entry struct {
 	keyLease time.Duration
 }
 
-// claimsKeyInHold returns e with keyInEffect set.
+// claimsKeyInHold returns e with keyInEffect set, and the short lease of a
+// hold (idempotency.ShortLease): its effect commits with the hold, so a
+// retry after the lease finds the booking the first run made.
 func (e entry) claimsKeyInHold() entry {
-	e.keyInEffect = true
+	e.keyInEffect, e.keyLease = true, idempotency.ShortLease
 	return e
 }
 

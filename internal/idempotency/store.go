@@ -41,13 +41,16 @@ const (
 	// its lease.
 	Lease    = time.Minute
 	WorkTime = Lease - leaseMargin
-	// ShortLease is the lease of a request that is idempotent by itself,
-	// which a retry may run again harmlessly: a payment start, which
-	// resumes its booking's one charge under the same gateway key,
-	// whatever key it comes with. It records no effect to answer a retry
-	// from, so a retry of one whose process died waits out its lease; the
-	// lease covers its work, which is bounded as the money lane bounds a
-	// payment start in all (10 s, its gateway call included), and no more.
+	// ShortLease is the lease of a request whose work is bounded to 10 s
+	// and which a retry may run again once it is over: a payment start,
+	// which resumes its booking's one charge under the same gateway key,
+	// whatever key it comes with, and records no effect to answer a retry
+	// from (it is bounded as the money lane bounds it in all, its gateway
+	// call included); and a hold (5 s in all), whose effect commits with
+	// the hold, so that a retry finds the booking it made, and a hold
+	// refused made nothing to make twice. A retry of a request whose
+	// process died, or whose answer a database outage kept from being
+	// stored, waits out this lease rather than a minute.
 	ShortLease = 10*time.Second + leaseMargin
 	// leaseMargin is how long a lease outlasts its request's work: to
 	// store the answer (settleFirst), and for the clocks of processes
@@ -207,7 +210,9 @@ func QueueClaims(b *pgx.Batch, claims []pg.KeyClaim, now time.Time) {
 		}
 	}
 	if len(callers) > 0 {
-		b.Queue(claimPendingSQL, callers, keys, methods, paths, hashes, now, now.Add(Lease), now.Add(TTL), leases)
+		// Pending claims are holds' (a route that claimsKeyInHold), whose
+		// lease is ShortLease.
+		b.Queue(claimPendingSQL, callers, keys, methods, paths, hashes, now, now.Add(ShortLease), now.Add(TTL), leases)
 	}
 }
 
