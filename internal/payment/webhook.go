@@ -333,7 +333,6 @@ func (s *Service) chargeFailed(ctx context.Context, d WebhookData) (string, erro
 	var (
 		result string
 		freed  *booking.Booking
-		first  WebhookData // the recorded report of a transaction reported again
 	)
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		freed = nil
@@ -366,11 +365,6 @@ func (s *Service) chargeFailed(ctx context.Context, d WebhookData) (string, erro
 	})
 	if err == nil {
 		s.life.Released(ctx, freed)
-	}
-	if result == "conflicting" {
-		s.log.Error("the gateway reports a recorded transaction again with other money; this money is neither confirmed nor refunded: take it up with the gateway",
-			"txn", d.ProviderTxnID, "booking", d.BookingID, "amount", d.Amount, "currency", d.Currency,
-			"recorded_booking", first.BookingID, "recorded_amount", first.Amount, "recorded_currency", first.Currency)
 	}
 	return result, err
 }
