@@ -233,17 +233,7 @@ func TestPaymentWhileGatewayDown(t *testing.T) {
 // after the first finishes, the same key replays its answer.
 func TestSameKeyWhileFirstRunning(t *testing.T) {
 	t.Parallel()
-	g := &fakeGateway{t: t, block: make(chan struct{}), arrived: make(chan struct{}, 1)}
-	s := startWithGateway(t, g)
-	flightID := newFlight(t, s)
-	id := hold(t, s, 7, flightID, "10A")
-	firstc := make(chan *apptest.Response, 1)
-	go func() { firstc <- pay(s, 7, id, "slow") }()
-	<-g.arrived
-	r := pay(s, 7, id, "slow")
-	if r.Status != http.StatusConflict || r.Code() != "idempotency_key_in_use" || r.Header.Get("Retry-After") == "" {
-		t.Errorf("same key while running: %d %s, want 409 idempotency_key_in_use with Retry-After", r.Status, r.Body)
-	}
+	s, g, id, firstc := stalledPayment(t, "slow")
 	g.mu.Lock()
 	close(g.block)
 	g.block = nil
@@ -259,6 +249,24 @@ func TestSameKeyWhileFirstRunning(t *testing.T) {
 	if n := g.hits.Load(); n != 1 {
 		t.Errorf("gateway called %d times, want 1", n)
 	}
+}
+
+// stalledPayment starts the payment of a new hold under key at a gateway
+// that holds it until g.block is closed, and checks that a repeat under the
+// key meanwhile is 409 idempotency_key_in_use with Retry-After. The first
+// request's answer comes on firstc.
+func stalledPayment(t *testing.T, key string) (s *apptest.Server, g *fakeGateway, id int64, firstc chan *apptest.Response) {
+	t.Helper()
+	g = &fakeGateway{t: t, block: make(chan struct{}), arrived: make(chan struct{}, 1)}
+	s = startWithGateway(t, g)
+	id = hold(t, s, 7, newFlight(t, s), "10A")
+	firstc = make(chan *apptest.Response, 1)
+	go func() { firstc <- pay(s, 7, id, key) }()
+	<-g.arrived
+	if r := pay(s, 7, id, key); r.Status != http.StatusConflict || r.Code() != "idempotency_key_in_use" || r.Header.Get("Retry-After") == "" {
+		t.Errorf("same key while the first runs: %d %s, want 409 idempotency_key_in_use with Retry-After", r.Status, r.Body)
+	}
+	return s, g, id, firstc
 }
 
 // A refund.succeeded webhook that arrives before berth has stored the
@@ -444,16 +452,7 @@ func TestRefundConsumerDoesNotWaitForGateway(t *testing.T) {
 // both answers are the one charge, under one gateway key.
 func TestSameKeyAfterItsHolderDied(t *testing.T) {
 	t.Parallel()
-	g := &fakeGateway{t: t, block: make(chan struct{}), arrived: make(chan struct{}, 1)}
-	s := startWithGateway(t, g)
-	flightID := newFlight(t, s)
-	id := hold(t, s, 7, flightID, "10A")
-	firstc := make(chan *apptest.Response, 1)
-	go func() { firstc <- pay(s, 7, id, "dies") }()
-	<-g.arrived
-	if r := pay(s, 7, id, "dies"); r.Status != http.StatusConflict || r.Code() != "idempotency_key_in_use" {
-		t.Errorf("same key while the first runs: %d %s, want 409 idempotency_key_in_use", r.Status, r.Body)
-	}
+	s, g, id, firstc := stalledPayment(t, "dies")
 	// The first is "dead": stalled at the gateway past its lease. The
 	// gateway answers the retry.
 	g.mu.Lock()
