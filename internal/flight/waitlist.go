@@ -113,7 +113,7 @@ func (s *Service) JoinWaitlist(ctx context.Context, customer, flightID int64, cl
 		// on, as it is by default); as there, it is taken before any other
 		// lock. The holds are read by a statement of their own, after the
 		// lock: one statement's snapshot is taken before it waits.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(1650815604, hashint8($1))`, customer); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashint8($2))`, holdLockClass, customer); err != nil {
 			return fmt.Errorf("lock the holds of customer %d: %w", customer, err)
 		}
 		var held int64
@@ -160,6 +160,11 @@ func (s *Service) JoinWaitlist(ctx context.Context, customer, flightID int64, cl
 	})
 	return out, err
 }
+
+// holdLockClass is the class of the advisory lock hold_allowance (the
+// database's) takes per customer before it decides a hold: 1650815604 is
+// "bert" in ASCII.
+const holdLockClass = 1650815604
 
 // joinError words the error code of join_waitlist.
 func joinError(code string, detail *string, flightID int64, class string) error {
