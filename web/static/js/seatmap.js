@@ -92,7 +92,12 @@ export class SeatMap {
       const rect = el('rect', { x: x.get(letter), y: y.get(row), width: SEAT, height: SEAT, rx: 6, fill: classColour(s.fareClass, classes.indexOf(s.fareClass)) });
       const label = el('text', { x: x.get(letter) + SEAT / 2, y: y.get(row) + SEAT / 2 + 4, 'text-anchor': 'middle', 'aria-hidden': 'true' });
       label.textContent = s.seatNo;
-      g.append(rect, label);
+      // The focus ring: a white gap and a dark ring around the seat, shown
+      // only on focus (app.css), the same whatever the seat's colour, so a
+      // focused seat differs from an unfocused one in every state. It
+      // stays within the gap between seats.
+      const ring = (d, cls) => el('rect', { x: x.get(letter) - d, y: y.get(row) - d, width: SEAT + 2 * d, height: SEAT + 2 * d, rx: 6 + d, class: cls, 'aria-hidden': 'true' });
+      g.append(rect, label, ring(2, 'ring-gap'), ring(4, 'ring'));
       g.addEventListener('click', () => this.choose(s.seatNo));
       g.addEventListener('keydown', (e) => this.key(e, s.seatNo));
       svg.append(g);

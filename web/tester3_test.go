@@ -1,0 +1,72 @@
+package web_test
+
+import (
+	"fmt"
+	"testing"
+
+	"berth.dev/berth/internal/auth"
+)
+
+// The new-user tester's findings: each test shows one fixed.
+
+// seatFocusJS focuses a seat and measures its focus indicator: whether
+// focusing changes how the seat looks, and the best contrast of a stroke
+// drawn around it (2 px or more, opaque, visible) against the seat's fill
+// and against the page.
+const seatFocusJS = `((no) => {
+  const parse = (c) => { const m = c.match(/[\d.]+/g).map(Number); return { r: m[0], g: m[1], b: m[2], a: m.length > 3 ? m[3] : 1 }; };
+  const lum = ({ r, g, b }) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; }; return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+  const ratio = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
+  const over = (c, op, bg) => ({ r: c.r * op + bg.r * (1 - op), g: c.g * op + bg.g * (1 - op), b: c.b * op + bg.b * (1 - op) });
+  let bg = parse(getComputedStyle(document.body).backgroundColor);
+  if (bg.a === 0) bg = { r: 255, g: 255, b: 255 };
+  const g = document.querySelector('[data-seat="' + no + '"]');
+  const look = () => [...g.querySelectorAll('rect')].map((r) => { const s = getComputedStyle(r); return [s.visibility, s.stroke, s.strokeWidth, s.fill].join(' '); }).join('|');
+  document.activeElement?.blur();
+  const before = look();
+  g.focus();
+  const after = look();
+  const cs = getComputedStyle(g.querySelector('rect'));
+  const fill = over(parse(cs.fill), Number(cs.fillOpacity), bg);
+  const layers = [...g.querySelectorAll('rect')].filter((r) => { const s = getComputedStyle(r);
+    return s.visibility !== 'hidden' && s.display !== 'none' && s.stroke !== 'none' && parseFloat(s.strokeWidth) >= 2 && Number(s.strokeOpacity) === 1; })
+    .map((r) => parse(getComputedStyle(r).stroke));
+  return { status: g.dataset.status, focused: document.activeElement === g, changed: before !== after,
+    seat: Math.max(0, ...layers.map((l) => ratio(l, fill))), page: Math.max(0, ...layers.map((l) => ratio(l, bg))) };
+})`
+
+// A focused seat is told apart from the same seat unfocused in every
+// state, a chosen (yellow) seat included: its ring contrasts 3:1 or more
+// with the seat and with the page.
+func TestBrowserSeatFocusVisible(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 1, 0)
+	e.srv.Customer(8001).HoldSeats(t, id, "ECONOMY", "3B")
+	sold := e.srv.Customer(8001).HoldSeats(t, id, "ECONOMY", "3C").BookingID
+	e.pay(8001, sold)
+	tb := e.tab("buyer", auth.Customer, 8002)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3C"][data-status="SOLD"]`)
+	tb.click(`input[name="fare"][value="ECONOMY"]`)
+	tb.click(`[data-seat="3A"]`)
+	tb.waitFor("3A selected", `document.querySelector('[data-seat="3A"]').dataset.status === 'SELECTED'`)
+	type measure struct {
+		Status     string
+		Focused    bool
+		Changed    bool
+		Seat, Page float64
+	}
+	for _, no := range []string{"3A", "3D", "3B", "3C", "1A"} {
+		m := eval[measure](tb, seatFocusJS+fmt.Sprintf("(%q)", no))
+		if !m.Focused {
+			t.Errorf("seat %s (%s) cannot be focused", no, m.Status)
+			continue
+		}
+		if !m.Changed {
+			t.Errorf("seat %s (%s) looks the same focused and not", no, m.Status)
+		}
+		if m.Seat < 3 || m.Page < 3 {
+			t.Errorf("seat %s (%s): its focus ring contrasts %.2f:1 with the seat and %.2f:1 with the page, want 3:1 or more", no, m.Status, m.Seat, m.Page)
+		}
+	}
+}
