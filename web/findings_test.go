@@ -247,9 +247,6 @@ func TestBrowserJoinWaitlistFocus(t *testing.T) {
 	fan := e.tab("fan", auth.Customer, 5502)
 	fan.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
 	fan.click(`input[name="fare"][value="ECONOMY"]`)
-	fan.click(`[data-seat="3A"]`)
-	fan.waitFor("3A selected", `document.querySelector('[data-seat="3A"]').dataset.status === 'SELECTED'`)
-	fan.click(`[data-action="hold"]`)
 	fan.click(`[data-action="join-waitlist"]`)
 	fan.waitFor("the place in line", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'WAITING'`)
 	if got := eval[string](fan, focused); got != "waitlist-WAITING" {

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"berth.dev/berth/internal/auth"
@@ -68,5 +69,58 @@ func TestBrowserSeatFocusVisible(t *testing.T) {
 		if m.Seat < 3 || m.Page < 3 {
 			t.Errorf("seat %s (%s): its focus ring contrasts %.2f:1 with the seat and %.2f:1 with the page, want 3:1 or more", no, m.Status, m.Seat, m.Page)
 		}
+	}
+}
+
+// A sold-out class (its fare card says "Sold out": every unit taken by
+// quantity holds) offers none of its seats: they stay AVAILABLE for the
+// API's hook but cannot be chosen, its legend and labels say it is sold
+// out, Hold waits, and the page offers the class's waitlist instead.
+func TestBrowserSoldOutClassSeats(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 1, 0)
+	e.srv.Customer(8101).HoldQuantity(t, id, "BUSINESS", 9)
+	e.srv.Customer(8101).HoldQuantity(t, id, "BUSINESS", 3)
+	tb := e.tab("buyer", auth.Customer, 8102)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="1A"]`)
+	if got := tb.text(`[data-available="BUSINESS"]`); got != "Sold out" {
+		t.Fatalf("business fare card says %q, want Sold out", got)
+	}
+	seat := `document.querySelector('[data-seat="1A"]')`
+	if got := eval[string](tb, seat+`.dataset.status`); got != "AVAILABLE" {
+		t.Errorf("1A data-status %s, want the API's AVAILABLE", got)
+	}
+	if got := eval[string](tb, seat+`.getAttribute('aria-disabled')`); got != "true" {
+		t.Errorf("1A aria-disabled %q, want true", got)
+	}
+	if got := eval[string](tb, seat+`.getAttribute('aria-label')`); !strings.Contains(got, "sold out") {
+		t.Errorf("1A is labelled %q, want it to say sold out", got)
+	}
+	legend := tb.text(`[aria-label="Legend"]`)
+	if strings.Contains(legend, "Business (available)") || !strings.Contains(legend, "Business (sold out") {
+		t.Errorf("legend %q, want Business sold out, not available", legend)
+	}
+	tb.click(`[data-seat="1A"]`)
+	if got := eval[string](tb, seat+`.dataset.status`); got != "AVAILABLE" {
+		t.Errorf("a sold-out class's seat was chosen: %s", got)
+	}
+	if got := eval[int](tb, `document.querySelectorAll('[data-status="SELECTED"]').length`); got != 0 {
+		t.Errorf("%d seats selected after clicking a sold-out class's seat", got)
+	}
+	// Economy still sells.
+	tb.click(`[data-seat="3A"]`)
+	tb.waitFor("3A selected", `document.querySelector('[data-seat="3A"]').dataset.status === 'SELECTED'`)
+	// Choosing business offers its line, not a Hold.
+	tb.click(`input[name="fare"][value="BUSINESS"]`)
+	tb.waitVisible(`[data-sold-out="BUSINESS"] [data-action="join-waitlist"]`)
+	if !eval[bool](tb, `document.querySelector('[data-action="hold"]').disabled`) {
+		t.Error("Hold is enabled for a sold-out class")
+	}
+	tb.check("flight (a class sold out)")
+	tb.click(`[data-action="join-waitlist"]`)
+	tb.waitFor("the place in line", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'WAITING'`)
+	if eval[bool](tb, `!!document.querySelector('[role="alert"]')`) {
+		t.Errorf("an alert after joining: %q", tb.text(`[role="alert"]`))
 	}
 }

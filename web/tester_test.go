@@ -138,6 +138,8 @@ func TestBrowserFocusKept(t *testing.T) {
 	if got := eval[string](buyer, focused); got == "body" {
 		t.Error("after a Hold refused with seat_unavailable the focus is on the body")
 	}
+	// A page whose refresh has not come yet still offers the class.
+	buyer.freezeFlightReads()
 	e.srv.Customer(6304).HoldQuantity(t, fl, "ECONOMY", 5)
 	buyer.click(`input[name="mode"][value="quantity"]`)
 	buyer.click(`[data-action="hold"]`)
@@ -191,9 +193,18 @@ func TestBrowserSoldOutAlertClears(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	id := e.flight(3, 1, 0)
+	// The buyer's page still shows seats (its refresh has not come) when
+	// the class sells out: Hold is refused with sold_out.
+	buyer := e.tab("buyer", auth.Customer, 6502)
+	buyer.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
+	buyer.click(`input[name="mode"][value="quantity"]`)
+	buyer.click(`input[name="fare"][value="ECONOMY"]`)
+	buyer.freezeFlightReads()
 	e.srv.Customer(6501).HoldQuantity(t, id, "ECONOMY", 6)
-	buyer := e.holdInPage(6502, id, "ECONOMY")
+	buyer.click(`[data-action="hold"]`)
 	buyer.waitFor("sold_out", `document.querySelector('[role="alert"]')?.textContent.includes('sold_out')`)
+	buyer.thawFlightReads()
+	buyer.waitVisible(`[data-sold-out="ECONOMY"]`)
 	e.srv.Admin().SetOverbookLimit(t, id, "ECONOMY", 2)
 	buyer.waitFor("economy on sale again", `document.querySelector('[data-available="ECONOMY"]').textContent === '2 left'`)
 	if eval[bool](buyer, `!!document.querySelector('[role="alert"]')`) {

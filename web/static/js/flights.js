@@ -172,9 +172,45 @@ export async function flightPage(page, id) {
     if (problem) qty.setAttribute('aria-invalid', 'true');
     else qty.removeAttribute('aria-invalid');
     const seats = mode === 'seats' && n ? ` (${[...map.selected].sort().join(', ')})` : '';
-    chosen.textContent = n ? `${n} × ${titleCase(fare)}${seats}: ${money(p.price * n, p.currency)}`
-      : problem ? `Hold waits for a number of seats: ${problem}` : 'Choose seats on the map, or a number of seats.';
-    holdBtn.disabled = busy || n < 1 || n > 9;
+    const closed = isClosed(fare);
+    chosen.textContent = closed ? `${titleCase(fare)} is sold out: nothing to hold.`
+      : n ? `${n} × ${titleCase(fare)}${seats}: ${money(p.price * n, p.currency)}`
+        : problem ? `Hold waits for a number of seats: ${problem}` : 'Choose seats on the map, or a number of seats.';
+    holdBtn.disabled = busy || closed || n < 1 || n > 9;
+    syncSoldOut();
+  }
+
+  // isClosed is true when fare class cls has nothing left for sale (its
+  // card says "Sold out"): its seats cannot be chosen and Hold waits; the
+  // waitlist is offered instead.
+  function isClosed(cls) {
+    return !departed && f.fares.find((x) => x.fareClass === cls)?.available === 0;
+  }
+  const closedClasses = () => f.fares.filter((x) => isClosed(x.fareClass)).map((x) => x.fareClass);
+
+  // syncSoldOut offers the chosen class's waitlist while it is sold out,
+  // and takes the offer back once it has seats again.
+  function syncSoldOut() {
+    if (isClosed(fare)) {
+      if (joined.has(fare) || claims()?.role !== 'customer') return;
+      if (offer?.dataset.soldOut === fare && waiting.el.contains(offer)) {
+        if (offer.dataset.fixed === undefined) offer.querySelector('[data-wanted]').textContent = String(wanted());
+        return;
+      }
+      if (!busy) offerWaitlist(fare);
+    } else if (offer && !soldOut && waiting.el.contains(offer)) {
+      const hadFocus = offer.contains(document.activeElement);
+      waiting.clear();
+      offer = null;
+      if (hadFocus) holdBtn.focus();
+    }
+  }
+
+  // wanted is how many seats a waitlist place asks for: the seats chosen,
+  // or the number typed (1 when neither says).
+  function wanted() {
+    const n = count();
+    return n >= 1 && n <= 9 ? n : 1;
   }
   function showMode() {
     mapBox.hidden = departed ? !hasSeats : mode !== 'seats';
@@ -245,6 +281,8 @@ export async function flightPage(page, id) {
   // again (an overbook limit raised, a hold released).
   let soldOut = null;
   let offer = null;
+  // joined holds the classes whose line this page joined.
+  const joined = new Set();
 
   // refused shows why a hold (or its wait in the room) ended without one,
   // and gives Hold back. Hold was disabled, which took the focus from it:
@@ -259,13 +297,15 @@ export async function flightPage(page, id) {
   // offerWaitlist lets a customer who found the class sold out join its
   // line for the same number of seats: freed seats are offered in line
   // order, as a hold with its own countdown.
-  function offerWaitlist(fareClass, quantity) {
+  function offerWaitlist(fareClass, fixed) {
     const join = async () => {
+      const quantity = fixed ?? wanted();
       try {
         const e = await api('POST', `/flights/${f.id}/waitlist`, { body: { fareClass, quantity } });
         errors.clear(); // the sold_out that led here is answered
         soldOut = null;
         offer = null;
+        joined.add(fareClass);
         if (e.status === 'OFFERED') {
           page.navigate(`/app/bookings/${e.bookingId}`);
           return;
@@ -283,8 +323,10 @@ export async function flightPage(page, id) {
         focusAlert(errors.el);
       }
     };
-    offer = h('div', { class: 'notice' }, `${titleCase(fareClass)} is sold out for ${quantity} seat(s). `,
-      h('button', { type: 'button', dataset: { action: 'join-waitlist' }, onclick: join }, 'Join the waitlist'));
+    offer = h('div', { class: 'notice', dataset: fixed === undefined ? { soldOut: fareClass } : { soldOut: fareClass, fixed: String(fixed) } }, `${titleCase(fareClass)} is sold out for `,
+      h('span', { dataset: { wanted: '' } }, String(fixed ?? wanted())), ' seat(s). ',
+      h('button', { type: 'button', dataset: { action: 'join-waitlist' }, onclick: join }, 'Join the waitlist'),
+      ' When seats come free they are held for you, in line order.');
     waiting.show(offer);
   }
 
@@ -348,7 +390,8 @@ export async function flightPage(page, id) {
     const [nf, sm] = await Promise.all([api('GET', `/flights/${id}`), api('GET', `/flights/${id}/seats`)]);
     if (page.left) return;
     f.fares = nf.fares;
-    const lost = map.update(sm.seats);
+    const lost = [...map.update(sm.seats), ...map.setClosed(closedClasses())];
+    drawLegend();
     if (lost.length) announce(`Seat${lost.length > 1 ? 's' : ''} ${lost.join(', ')} just went to someone else.`);
     for (const x of f.fares) {
       const el = fares.querySelector(`[data-available="${x.fareClass}"]`);
@@ -382,7 +425,7 @@ export async function flightPage(page, id) {
   const legend = h('ul', { class: 'legend', 'aria-label': 'Legend' });
   function drawLegend() {
     legend.replaceChildren(
-      ...f.fares.map((x) => h('li', {}, h('span', { class: `swatch sw-${x.fareClass}`, 'aria-hidden': 'true' }), departed ? `${titleCase(x.fareClass)} (not for sale: departed)` : `${titleCase(x.fareClass)} (available)`)),
+      ...f.fares.map((x) => h('li', {}, h('span', { class: `swatch sw-${x.fareClass}`, 'aria-hidden': 'true' }), departed ? `${titleCase(x.fareClass)} (not for sale: departed)` : isClosed(x.fareClass) ? `${titleCase(x.fareClass)} (sold out: join the waitlist)` : `${titleCase(x.fareClass)} (available)`)),
       departed ? '' : h('li', {}, h('span', { class: 'swatch sw-SELECTED', 'aria-hidden': 'true' }), 'Selected'),
       h('li', {}, h('span', { class: 'swatch sw-HELD', 'aria-hidden': 'true' }), 'Held'),
       h('li', {}, h('span', { class: 'swatch sw-SOLD', 'aria-hidden': 'true' }), 'Sold'));
@@ -390,6 +433,7 @@ export async function flightPage(page, id) {
   drawLegend();
   mapBox.append(h('h2', {}, 'Seat map'), legend, keysHint || '');
   if (hasSeats) mapBox.append(map.build(seatMap.seats));
+  map.setClosed(closedClasses());
   map.setClass(fare);
   showMode();
   // The map refreshes while it is open, so seats others take turn HELD.

@@ -50,6 +50,9 @@ export class SeatMap {
     // readOnly shows the seats without letting any be chosen (a flight
     // that has departed).
     this.readOnly = false;
+    // closed holds the fare classes that are sold out: their empty seats
+    // cannot be chosen (data-status stays the API's AVAILABLE).
+    this.closed = new Set();
   }
 
   // build draws the map for seats (once); update restyles it.
@@ -123,6 +126,18 @@ export class SeatMap {
     return lost;
   }
 
+  // setClosed marks the fare classes that are sold out; a selected seat of
+  // one is dropped from the selection (and returned).
+  setClosed(classes) {
+    this.closed = new Set(classes);
+    const lost = [];
+    for (const no of [...this.selected]) {
+      if (this.closed.has(this.seats.get(no).fareClass) && this.selected.delete(no)) lost.push(no);
+    }
+    this.restyle();
+    return lost;
+  }
+
   setClass(fareClass) {
     this.fareClass = fareClass;
     for (const no of [...this.selected]) {
@@ -138,21 +153,25 @@ export class SeatMap {
       const shown = sel ? 'SELECTED' : s.status;
       s.g.dataset.status = shown;
       s.g.setAttribute('aria-checked', String(sel));
-      const free = s.status === 'AVAILABLE' && !this.readOnly;
+      const closed = this.closed.has(s.fareClass);
+      const free = s.status === 'AVAILABLE' && !this.readOnly && !closed;
       if (free) s.g.removeAttribute('aria-disabled');
       else s.g.setAttribute('aria-disabled', 'true');
-      s.g.classList.toggle('other-class', !!this.fareClass && s.fareClass !== this.fareClass);
+      // A sold-out class's empty seats are pale like another class's: not
+      // to be chosen.
+      s.g.classList.toggle('other-class', (!!this.fareClass && s.fareClass !== this.fareClass) || closed);
+      s.g.classList.toggle('sold-out', closed);
       const cls = this.classNames[s.fareClass] || s.fareClass.toLowerCase();
       // The map does not know whose holds are whose (the caller's own
       // included): a held seat is just held.
       // A read-only map (a departed flight) has empty seats, not
       // available ones: nothing is for sale. data-status stays the API's.
-      const words = { AVAILABLE: this.readOnly ? 'not for sale' : 'available', HELD: 'held', SOLD: 'sold', SELECTED: 'selected' }[shown];
+      const words = { AVAILABLE: this.readOnly ? 'not for sale' : closed ? 'not available: class sold out' : 'available', HELD: 'held', SOLD: 'sold', SELECTED: 'selected' }[shown];
       s.g.setAttribute('aria-label', `Seat ${no}, ${cls}, ${words}`);
       if (s.g.getAttribute('tabindex') === '0') tabbable = s.g;
     }
     if (!tabbable) {
-      const first = [...this.seats.values()].find((s) => s.status === 'AVAILABLE' && (!this.fareClass || s.fareClass === this.fareClass))
+      const first = [...this.seats.values()].find((s) => s.status === 'AVAILABLE' && !this.closed.has(s.fareClass) && (!this.fareClass || s.fareClass === this.fareClass))
         || this.seats.values().next().value;
       if (first) first.g.setAttribute('tabindex', '0');
     }
@@ -160,7 +179,7 @@ export class SeatMap {
 
   choose(no) {
     const s = this.seats.get(no);
-    if (!s || s.status !== 'AVAILABLE' || this.readOnly) return;
+    if (!s || s.status !== 'AVAILABLE' || this.readOnly || this.closed.has(s.fareClass)) return;
     this.focus(no);
     this.onToggle(no, s.fareClass);
   }
