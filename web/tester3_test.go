@@ -124,3 +124,112 @@ func TestBrowserSoldOutClassSeats(t *testing.T) {
 		t.Errorf("an alert after joining: %q", tb.text(`[role="alert"]`))
 	}
 }
+
+// My bookings names a flight by its code, route and departure (in the
+// departure airport's zone, labelled), not its internal id, and says the
+// status in the booking page's words. The booking page says its events in
+// words, with the zone of its times; a quantity booking's seats are "to be
+// assigned" while it is live, and not mentioned once it ended.
+func TestBrowserBookingsInWords(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 1, 0)
+	bid := e.srv.Customer(8201).HoldQuantity(t, id, "ECONOMY", 2).BookingID
+	tb := e.tab("customer", auth.Customer, 8201)
+	tb.open("/app/bookings", `[data-booking-status="HELD"]`)
+	row := fmt.Sprintf(`[...document.querySelectorAll('tr')].find((r) => r.querySelector('a[href="/app/bookings/%d"]'))`, bid)
+	tb.waitFor("the flight named", row+`?.textContent.includes('BT101 SGN → HAN')`)
+	what := eval[string](tb, row+`.cells[1].textContent`)
+	if !strings.Contains(what, "Ho Chi Minh City time") || strings.Contains(what, fmt.Sprintf("Flight %d", id)) {
+		t.Errorf("the row says %q, want the flight's code, route and departure, labelled with its zone", what)
+	}
+	if got := eval[string](tb, row+`.querySelector('[data-booking-status]').textContent`); got != "Held" {
+		t.Errorf("the row's status reads %q, want Held", got)
+	}
+	tb.check("my bookings (in words)")
+
+	tb.open(fmt.Sprintf("/app/bookings/%d", bid), `[data-event="booking.held"]`)
+	if got := tb.text(`[data-event="booking.held"] strong`); got != "Held" {
+		t.Errorf("the held event reads %q, want Held", got)
+	}
+	if got := tb.text(`[aria-label="Events"]`); !strings.Contains(got, "Ho Chi Minh City time") {
+		t.Errorf("the events say %q, with no zone", got)
+	}
+	seats := `[...document.querySelectorAll('.kv dt')].filter((d) => d.textContent.startsWith('Seats')).map((d) => d.textContent + ': ' + d.nextElementSibling.textContent).join()`
+	if got := eval[string](tb, seats); !strings.Contains(got, "to be assigned") {
+		t.Errorf("the live quantity booking's seats read %q, want to be assigned", got)
+	}
+	tb.click(`[data-action="extend"]`)
+	tb.waitVisible(`[data-extended]`)
+	if got := tb.text(`[data-extended]`); !strings.Contains(got, "(Ho Chi Minh City time)") {
+		t.Errorf("the extension note %q names no zone", got)
+	}
+	tb.waitVisible(`[data-event="booking.extended"]`)
+	if got := tb.text(`[data-event="booking.extended"] strong`); strings.Contains(got, ".") {
+		t.Errorf("the extension event reads %q, want words", got)
+	}
+	e.srv.Customer(8201).Cancel(t, bid)
+	tb.open(fmt.Sprintf("/app/bookings/%d", bid), `[data-booking-status="CANCELLED"]`)
+	if got := eval[string](tb, seats); got != "" {
+		t.Errorf("a cancelled quantity booking shows %q", got)
+	}
+}
+
+// A waitlist offer lost (its payment failed) says so under My waitlist,
+// not "Done"; the flight page's place in line follows the line: once the
+// seats are offered it says they are held, with the way to pay.
+func TestBrowserWaitlistOfferOutcome(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 1, 0)
+	held := e.srv.Customer(8301).HoldQuantity(t, id, "ECONOMY", 6).BookingID
+	fan := e.tab("fan", auth.Customer, 8302)
+	fan.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
+	fan.click(`input[name="fare"][value="ECONOMY"]`)
+	fan.click(`[data-action="join-waitlist"]`)
+	fan.waitFor("the place in line", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'WAITING'`)
+	e.srv.Customer(8301).Cancel(t, held)
+	fan.waitFor("the offer on the flight page", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'OFFERED'`)
+	if got := fan.text(`[data-waitlist-status]`); strings.Contains(got, "in line") || !strings.Contains(got, "held for you") {
+		t.Errorf("after the offer the flight page says %q", got)
+	}
+	href := eval[string](fan, `document.querySelector('[data-waitlist-status] [data-action="offer"]').getAttribute('href')`)
+	var offer int64
+	if _, err := fmt.Sscanf(href, "/app/bookings/%d", &offer); err != nil {
+		t.Fatalf("offer link %q: %v", href, err)
+	}
+	fan.check("flight (offered)")
+	// The payment fails: the offer ends, the customer has no seat.
+	u := e.srv.Customer(8302).StartPayment(t, offer, "pay-fail").CheckoutURL
+	txn := u[strings.LastIndex(u, "/")+1:]
+	if !e.srv.App.PaySim.Settle(txn, false) {
+		t.Fatalf("settle %s: no such pending charge", txn)
+	}
+	fan.open("/app/bookings", `[data-waitlist-status="DONE"]`)
+	fan.waitFor("the outcome", `document.querySelector('[data-waitlist-status="DONE"]').dataset.offerOutcome !== undefined`)
+	if got := fan.text(`[data-waitlist-status="DONE"]`); got != "Offer ended: payment failed" {
+		t.Errorf("the lost offer reads %q, want Offer ended: payment failed", got)
+	}
+	if got := fan.text(`[data-waitlist]`); strings.Contains(got, fmt.Sprintf("#%d", id)) || !strings.Contains(got, "BT101") {
+		t.Errorf("the waitlist row reads %q, want the flight's code", got)
+	}
+}
+
+// Releasing a hold says the seats go and nothing was charged, not that
+// nothing of the amount comes back.
+func TestBrowserReleaseHoldQuestion(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(3, 1, 0)
+	bid := e.srv.Customer(8401).HoldSeats(t, id, "ECONOMY", "3A").BookingID
+	tb := e.tab("holder", auth.Customer, 8401)
+	tb.open(fmt.Sprintf("/app/bookings/%d", bid), `[data-booking-status="HELD"]`)
+	tb.askCancel()
+	got := tb.text(`[role="dialog"]`)
+	if strings.Contains(got, "get back") || !strings.Contains(got, "released") || !strings.Contains(got, "Nothing was charged") {
+		t.Errorf("the release question reads %q, want the seats released and nothing charged", got)
+	}
+	tb.check("booking (release question)")
+	tb.click(`[data-action="confirm-cancel"]`)
+	tb.waitStatus("CANCELLED")
+}

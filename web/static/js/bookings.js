@@ -41,14 +41,35 @@ async function waitlistSection() {
     box.replaceChildren(h('h2', {}, 'My waitlist'), errors.el, h('table', {},
       h('thead', {}, h('tr', {}, h('th', {}, 'Flight'), h('th', {}, 'Class'), h('th', { class: 'num' }, 'Seats'), h('th', {}, 'Status'), h('th', {}, ''))),
       h('tbody', {}, r.waitlist.map((e) => h('tr', { dataset: { waitlist: e.waitlistId } },
-        h('td', {}, h('a', { href: `/app/flights/${e.flightId}` }, `#${e.flightId}`)),
+        h('td', {}, flightLink(e.flightId)),
         h('td', {}, titleCase(e.fareClass)),
         h('td', { class: 'num' }, String(e.quantity)),
-        h('td', {}, h('span', { class: 'status', dataset: { waitlistStatus: e.status } },
-          e.status === 'WAITING' ? `Waiting, number ${e.position} in line` : titleCase(e.status))),
+        h('td', {}, entryStatus(e)),
         h('td', {},
           e.status === 'OFFERED' ? h('a', { href: `/app/bookings/${e.bookingId}`, dataset: { action: 'offer' } }, 'Your offer: pay before it lapses') : null,
           e.status === 'WAITING' ? h('button', { type: 'button', class: 'secondary', dataset: { action: 'leave-waitlist' }, onclick: () => leave(e.waitlistId) }, 'Leave the line') : null))))));
+  }
+  // flightLink names the flight by its code, route and departure once read.
+  function flightLink(flightId) {
+    const a = h('a', { href: `/app/flights/${flightId}` }, `Flight ${flightId}`);
+    flightOf(flightId).then((f) => { if (f) a.textContent = f.name; });
+    return a;
+  }
+  // entryStatus says what became of a place in line. DONE covers an offer
+  // taken (booked) and one lost (not paid in time, payment failed,
+  // cancelled), and a line closed by the departure: the offer's booking
+  // tells which.
+  function entryStatus(e) {
+    const words = { WAITING: `Waiting, number ${e.position} in line`, OFFERED: 'Offered: seats held for you', CANCELLED: 'Left the line',
+      DONE: e.bookingId ? 'Offer ended' : 'Closed: the flight departed' }[e.status] || titleCase(e.status);
+    const span = h('span', { class: 'status', dataset: { waitlistStatus: e.status } }, words);
+    if (e.status === 'DONE' && e.bookingId) {
+      api('GET', `/bookings/${e.bookingId}`).then((bk) => {
+        span.textContent = offerOutcome(bk);
+        span.dataset.offerOutcome = bk.status;
+      }).catch(() => {});
+    }
+    return span;
   }
   async function leave(id) {
     errors.clear();
@@ -63,6 +84,26 @@ async function waitlistSection() {
   await load();
   return box;
 }
+
+// flightInfo holds, per flight id, what a list says of a flight: its
+// code, route and departure in the departure airport's zone (null when it
+// could not be read), asked once however many rows name it.
+const flightInfo = new Map();
+export function flightOf(id) {
+  if (!flightInfo.has(id)) {
+    flightInfo.set(id, Promise.all([api('GET', `/flights/${id}`), airports()]).then(([f, list]) => {
+      const o = list.get(f.from);
+      const tz = o?.timeZone || 'UTC';
+      const dep = new Intl.DateTimeFormat('en-GB', { timeZone: tz, weekday: 'short', day: 'numeric', month: 'short', year: 'numeric', hour: '2-digit', minute: '2-digit' }).format(new Date(f.departureAt));
+      return { ...f, name: `${f.code} ${f.from} → ${f.to}, ${dep} (${zoneLabel(tz, o?.city)})` };
+    }).catch(() => null));
+  }
+  return flightInfo.get(id);
+}
+
+// statusWords is a booking status as the booking's page says it: "Held",
+// "On trip".
+export const statusWords = (status) => titleCase(status);
 
 // carInfo holds the public view of each car a list names, asked once
 // however many rows name it (null when it could not be read).
@@ -81,7 +122,11 @@ function carOf(id) {
 // out).
 export function bookingRow(b, extra) {
   const what = h('td', {}, b.kind === 'flight' ? `Flight ${b.flightId}, ${titleCase(b.fareClass)} ×${b.quantity}` : `Car ${b.carId}, ${period(b.from, b.to)}`);
-  if (b.kind === 'car') {
+  if (b.kind === 'flight') {
+    flightOf(b.flightId).then((f) => {
+      if (f) what.textContent = `${f.name}, ${titleCase(b.fareClass)} ×${b.quantity}`;
+    });
+  } else {
     carOf(b.carId).then((c) => {
       if (c) what.textContent = `${c.model} (car ${b.carId}), ${period(b.from, b.to, c.timeZone)}`;
     });
@@ -89,7 +134,7 @@ export function bookingRow(b, extra) {
   return h('tr', {},
     h('td', { class: 'nowrap' }, h('a', { href: `/app/bookings/${b.bookingId}` }, `#${b.bookingId}`)),
     what,
-    h('td', { class: 'nowrap' }, h('span', { class: 'status', dataset: { bookingStatus: b.status } }, b.status)),
+    h('td', { class: 'nowrap' }, h('span', { class: 'status', dataset: { bookingStatus: b.status } }, statusWords(b.status))),
     h('td', { class: extra ? 'num hide-narrow' : 'num' }, money(b.amount, b.currency)),
     extra ? h('td', { class: 'nowrap' }, extra(b)) : null);
 }
@@ -158,6 +203,9 @@ export async function bookingPage(page, id) {
   let ctx = await context(b);
   let tick = null;
   const me = claims();
+  // place names the booking's zone: the departure airport's city for a
+  // flight, the car's city for a car.
+  const place = () => (b.kind === 'flight' ? ctx.origin?.city : ctx.place);
 
   function draw() {
     clearInterval(tick);
@@ -168,7 +216,10 @@ export async function bookingPage(page, id) {
       add('Flight', ctx.flight ? `${ctx.flight.code} ${ctx.flight.from} → ${ctx.flight.to}` : `#${b.flightId}`, ' ', h('a', { href: `/app/flights/${b.flightId}` }, 'seat map'));
       if (ctx.flight) add('Departs', when(ctx.flight.departureAt, ctx.origin));
       add('Fare class', titleCase(b.fareClass));
-      add(b.seats?.length ? 'Seats' : 'Seats (assigned later)', b.seats?.length ? b.seats.join(', ') : String(b.quantity));
+      // Seats bought as a number are assigned later, while the booking is
+      // live; on one that ended they never will be: no row then.
+      if (b.seats?.length) add('Seats', b.seats.join(', '));
+      else if (b.status === 'HELD' || b.status === 'CONFIRMED') add('Seats', `${b.quantity} ${titleCase(b.fareClass)} seat${b.quantity > 1 ? 's' : ''}, to be assigned`);
     } else {
       add('Car', ctx.car ? `${ctx.car.model} (${ctx.car.city})` : `#${b.carId}`, ' ', h('a', { href: `/app/cars/${b.carId}` }, 'calendar'));
       add('Pick-up', h('time', { datetime: b.from }, dateTime(b.from, ctx.tz)));
@@ -185,9 +236,8 @@ export async function bookingPage(page, id) {
       const left = h('span', { class: 'countdown', role: 'timer', 'aria-live': 'off' });
       // The deadline names its place, not just an offset: the departure
       // airport's city for a flight, the car's city for a car.
-      const place = b.kind === 'flight' ? ctx.origin?.city : ctx.place;
       clock = h('p', { dataset: { payBefore: '' } }, 'Pay before ', h('time', { datetime: b.holdExpiresAt, dataset: { holdExpires: b.holdExpiresAt } }, dateTime(b.holdExpiresAt, ctx.tz)),
-        ' ', h('span', { class: 'muted' }, `(${zoneLabel(ctx.tz, place)})`), ': ', left, ' left');
+        ' ', h('span', { class: 'muted' }, `(${zoneLabel(ctx.tz, place())})`), ': ', left, ' left');
       const end = Date.parse(b.holdExpiresAt);
       let warned = false;
       const show = () => {
@@ -204,7 +254,7 @@ export async function bookingPage(page, id) {
         // gives way to a note saying so, which keeps the focus it had.
         if (b.extendedAt) {
           actions.append(h('p', { class: 'muted', tabindex: '-1', dataset: { extended: b.extendedAt } },
-            `More time was given at ${timeOnly(b.extendedAt, ctx.tz)}: a hold is extended only once.`));
+            `More time was given at ${timeOnly(b.extendedAt, ctx.tz)} (${zoneLabel(ctx.tz, place())}): a hold is extended only once.`));
         } else {
           actions.append(h('button', { type: 'button', class: 'secondary', dataset: { action: 'extend' }, onclick: extend }, 'More time'));
         }
@@ -298,8 +348,9 @@ export async function bookingPage(page, id) {
   async function loadEvents() {
     const r = await api('GET', `/bookings/${id}/events`);
     eventsBox.replaceChildren(h('h2', {}, 'What happened'),
+      h('p', { class: 'muted' }, `Times in ${zoneLabel(ctx.tz, place())}.`),
       h('ol', { class: 'events' }, r.events.map((e) => h('li', { dataset: { event: e.type } },
-        h('strong', {}, e.type), ' · ', h('time', { datetime: e.time }, dateTime(e.time, ctx.tz)),
+        h('strong', {}, eventWords(e.type, b.kind)), ' · ', h('time', { datetime: e.time }, dateTime(e.time, ctx.tz)),
         e.type.startsWith('refund.') && e.data?.amount !== undefined ? ` · ${money(e.data.amount, e.data.currency)}` : ''))));
   }
 
@@ -393,6 +444,7 @@ export async function bookingPage(page, id) {
     // The refund goes to the customer: a host or an admin cancelling is
     // told what the customer gets back.
     const own = me?.role === 'customer' && String(b.customerId) === me.sub;
+    const unpaid = b.status === 'HELD' && q.rule === 'unpaid';
     // The question is a modal <dialog>: the page behind it is inert until
     // it is answered. Keeping the booking (the button, or Escape) closes it
     // and gives the focus back to the button that asked it.
@@ -415,10 +467,13 @@ export async function bookingPage(page, id) {
         if (next >= 0 && buttons.length) { e.preventDefault(); buttons[next].focus(); }
       },
     },
-      h('h2', { id: 'cq' }, 'Cancel this booking?'),
-      h('p', {}, own ? 'If you cancel now, you get back ' : 'If you cancel now, the customer gets back ', h('strong', {}, money(q.refundAmount, q.currency)), ` of ${money(q.amount, q.currency)} (${why}).`),
+      // A hold was never paid: releasing it frees the seats and nothing
+      // was charged, so there is no refund to speak of.
+      unpaid ? h('h2', { id: 'cq' }, 'Release this hold?') : h('h2', { id: 'cq' }, 'Cancel this booking?'),
+      unpaid ? h('p', {}, `The ${b.kind === 'car' ? 'car is' : 'seats are'} released at once. Nothing was charged${own ? ' to you' : ''}, so there is nothing to refund.`)
+        : h('p', {}, own ? 'If you cancel now, you get back ' : 'If you cancel now, the customer gets back ', h('strong', {}, money(q.refundAmount, q.currency)), ` of ${money(q.amount, q.currency)} (${why}).`),
       h('div', { class: 'row' },
-        h('button', { type: 'button', class: 'danger', dataset: { action: 'confirm-cancel' }, onclick: doCancel }, 'Yes, cancel'),
+        h('button', { type: 'button', class: 'danger', dataset: { action: 'confirm-cancel' }, onclick: doCancel }, unpaid ? 'Yes, release' : 'Yes, cancel'),
         keep));
     quote.show(dialog);
     dialog.showModal();
@@ -436,6 +491,7 @@ export async function bookingPage(page, id) {
     question.dataset.busy = 'true';
     for (const button of question.querySelectorAll('button')) button.disabled = true;
     question.querySelector('[data-action="confirm-cancel"]').focus(); // kept while disabled
+    const wasHeld = b.status === 'HELD';
     try {
       b = await api('POST', `/bookings/${id}/cancel`);
       question.close();
@@ -443,7 +499,7 @@ export async function bookingPage(page, id) {
       await loadEvents();
       draw();
       refocus('[data-status-line]');
-      announce(`Cancelled. Refund: ${money(b.refundAmount || 0, b.currency)}.`);
+      announce(wasHeld ? 'Hold released: nothing was charged.' : `Cancelled. Refund: ${money(b.refundAmount || 0, b.currency)}.`);
     } catch (err) {
       question.close();
       quote.clear();
@@ -475,6 +531,27 @@ export async function bookingPage(page, id) {
   const shown = () => { if (!document.hidden && !settled()) ask(); };
   document.addEventListener('visibilitychange', shown);
   page.cleanup(() => document.removeEventListener('visibilitychange', shown));
+}
+
+// EVENT_WORDS says a booking's events in words (car bookings say
+// "Picked up" and "Returned" for on_trip and completed).
+const EVENT_WORDS = {
+  'booking.held': 'Held', 'booking.confirmed': 'Paid: confirmed', 'booking.expired': 'Hold expired: not paid in time',
+  'booking.cancelled': 'Cancelled', 'booking.extended': 'More time given', 'booking.seats_assigned': 'Seats assigned',
+  'booking.on_trip': 'Picked up', 'booking.completed': 'Completed', 'refund.requested': 'Refund requested',
+  'refund.completed': 'Refund paid', 'refund.succeeded': 'Refund paid', 'waitlist.offered': 'Offered from the waitlist',
+};
+export function eventWords(type, kind) {
+  if (kind === 'car' && type === 'booking.completed') return 'Returned';
+  return EVENT_WORDS[type] || type;
+}
+
+// offerOutcome says what became of a waitlist offer, from its booking.
+export function offerOutcome(bk) {
+  if (['CONFIRMED', 'ON_TRIP', 'COMPLETED'].includes(bk.status)) return 'Booked: the offer was paid';
+  if (bk.status === 'CANCELLED' && bk.cancelReason === 'payment_failed') return 'Offer ended: payment failed';
+  if (bk.status === 'CANCELLED') return 'Offer ended: cancelled';
+  return 'Offer lapsed: not paid in time';
 }
 
 // ruleWords says which of the refund rule's tiers a quote applies: "50 %

@@ -311,9 +311,9 @@ export async function flightPage(page, id) {
           return;
         }
         // The button is gone: the focus goes to what it did.
-        const result = h('div', { class: 'notice', role: 'status', tabindex: '-1', dataset: { waitlistStatus: e.status } },
-          `You are number ${e.position} in line for ${quantity} ${titleCase(fareClass)} seat(s). `,
-          'When seats come free they are held for you and shown under ', h('a', { href: '/app/bookings' }, 'My bookings'), '.');
+        const result = h('div', { class: 'notice', role: 'status', tabindex: '-1', dataset: { waitlistStatus: e.status } });
+        myPlace = { id: e.waitlistId, el: result, quantity, fareClass };
+        showPlace(e);
         waiting.show(result);
         result.focus();
         announce(`On the waitlist: number ${e.position} in line.`);
@@ -328,6 +328,38 @@ export async function flightPage(page, id) {
       h('button', { type: 'button', dataset: { action: 'join-waitlist' }, onclick: join }, 'Join the waitlist'),
       ' When seats come free they are held for you, in line order.');
     waiting.show(offer);
+  }
+
+  // myPlace is this page's place in a line once joined: the map's refresh
+  // asks the waitlist too, so the line says when it moves, when seats are
+  // offered (held for the customer) or when the offer ended.
+  let myPlace = null;
+  function showPlace(e) {
+    const { el, quantity, fareClass } = myPlace;
+    const what = `${quantity} ${titleCase(fareClass)} seat(s)`;
+    const mine = h('a', { href: '/app/bookings' }, 'My bookings');
+    el.dataset.waitlistStatus = e.status;
+    if (e.status === 'WAITING') {
+      el.replaceChildren(`You are number ${e.position} in line for ${what}. `, 'When seats come free they are held for you and shown under ', mine, '.');
+    } else if (e.status === 'OFFERED') {
+      el.replaceChildren(`Seats came free: ${what} are held for you. `,
+        h('a', { href: `/app/bookings/${e.bookingId}`, dataset: { action: 'offer' } }, 'Pay before the offer lapses'), '.');
+    } else if (e.status === 'DONE') {
+      el.replaceChildren(`Your place in line for ${what} has ended: see `, mine, '.');
+    } else {
+      el.replaceChildren(`You left the line for ${what}.`);
+    }
+  }
+  async function refreshPlace() {
+    if (!myPlace || !waiting.el.contains(myPlace.el)) return;
+    const r = await api('GET', '/waitlist');
+    const e = r.waitlist.find((x) => x.waitlistId === myPlace.id);
+    if (!e || page.left) return;
+    const was = myPlace.el.dataset.waitlistStatus;
+    const text = myPlace.el.textContent;
+    showPlace(e);
+    if (e.status !== was && e.status === 'OFFERED') announce(`Seats came free: ${myPlace.quantity} held for you. Pay before the offer lapses.`);
+    else if (myPlace.el.textContent !== text && e.status === 'WAITING') announce(`Now number ${e.position} in line.`);
   }
 
   // waitInRoom shows the queue and goes on by itself once admitted: the
@@ -438,5 +470,5 @@ export async function flightPage(page, id) {
   showMode();
   // The map refreshes while it is open, so seats others take turn HELD.
   // Each refresh also checks the departure.
-  every(page, 3000, () => (checkDeparted() ? Promise.resolve() : refresh().catch(() => {})));
+  every(page, 3000, () => (checkDeparted() ? Promise.resolve() : Promise.all([refresh().catch(() => {}), refreshPlace().catch(() => {})])));
 }
