@@ -210,6 +210,7 @@ func TestBrowserWaitlistOfferOutcome(t *testing.T) {
 	if got := fan.text(`[data-waitlist-status="DONE"]`); got != "Offer ended: payment failed" {
 		t.Errorf("the lost offer reads %q, want Offer ended: payment failed", got)
 	}
+	fan.waitFor("the flight named", `document.querySelector('[data-waitlist]').textContent.includes('BT101')`)
 	if got := fan.text(`[data-waitlist]`); strings.Contains(got, fmt.Sprintf("#%d", id)) || !strings.Contains(got, "BT101") {
 		t.Errorf("the waitlist row reads %q, want the flight's code", got)
 	}
