@@ -198,11 +198,20 @@ func TestBrowserHandoverWindowInZone(t *testing.T) {
 	host.open(fmt.Sprintf("/app/bookings/%d", id), `[data-action="pickup"]`)
 	host.click(`[data-action="pickup"]`)
 	host.waitFor("the refusal", `document.querySelector('[role="alert"]')?.textContent.includes('invalid_state')`)
+	// The window is said as the page says times (in the booking's zone,
+	// GMT+7), each in a <time> keeping the exact value, under a lead that
+	// says what is wrong.
 	got := host.text(`[role="alert"]`)
-	for _, want := range []string{from.Add(-2 * time.Hour).Format(time.RFC3339), from.Add(24 * time.Hour).Format(time.RFC3339)} {
-		if !strings.Contains(got, want) {
+	for _, at := range []time.Time{from.Add(-2 * time.Hour), from.Add(24 * time.Hour)} {
+		if want := at.Format("2 Jan 2006, 15:04") + " GMT+7"; !strings.Contains(got, want) {
 			t.Errorf("the refusal says %q, want the window in the booking's zone (%s)", got, want)
 		}
+		if !eval[bool](host, fmt.Sprintf(`!!document.querySelector('[role="alert"] time[datetime=%q]')`, at.Format(time.RFC3339))) {
+			t.Errorf("the refusal has no <time datetime=%q>", at.Format(time.RFC3339))
+		}
+	}
+	if !strings.Contains(got, "Not yet: the car can be handed over only in its pick-up window") || strings.Contains(got, "T"+from.Format("15:04")) {
+		t.Errorf("the refusal says %q, want the lead \"Not yet: …\" and no RFC 3339 times", got)
 	}
 	host.check("booking (hand-over refused)")
 }

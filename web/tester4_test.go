@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"fmt"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,63 @@ import (
 func settle(tb *tab) {
 	tb.e.t.Helper()
 	_ = eval[bool](tb, `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`)
+}
+
+// The unauthenticated alert's Sign in link carries the page (path and
+// query) to come back to, and signing in returns there; a next that
+// leaves the origin is not followed. Host and Admin links are shown only
+// to tokens with that role.
+func TestBrowserSigninReturns(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	good := e.srv.Token(auth.Customer, 8201)
+	tb := e.tab("visitor", "", 0)
+	tb.open("/app/bookings/1?x=1", `[role="alert"] a`)
+	got := tb.text(`[role="alert"]`)
+	if !strings.Contains(got, "An Authorization") || strings.Contains(got, "required..") {
+		t.Errorf("signed out, the alert says %q, want its detail as one sentence with a capital", got)
+	}
+	href := eval[string](tb, `document.querySelector('[role="alert"] a').getAttribute('href')`)
+	u, err := url.Parse(href)
+	if err != nil || u.Path != "/app/signin" || u.Query().Get("next") != "/app/bookings/1?x=1" {
+		t.Errorf("the Sign in link is %q, want /app/signin?next=/app/bookings/1?x=1 (escaped)", href)
+	}
+	tb.click(`[role="alert"] a`)
+	tb.waitVisible("textarea")
+	tb.run(setValue("textarea", good))
+	tb.click(`button[type="submit"]`)
+	tb.waitFor("signed in", `document.getElementById('who').textContent.includes('Signed in as customer 8201')`)
+	if got := eval[string](tb, `location.pathname + location.search`); got != "/app/bookings/1?x=1" {
+		t.Errorf("after signing in the page is %s, want /app/bookings/1?x=1", got)
+	}
+
+	for _, next := range []string{"//evil.example/app/", "https://evil.example/app/", "/\\evil.example/"} {
+		v := e.tab("visitor", "", 0)
+		v.open("/app/signin?"+url.Values{"next": {next}}.Encode(), "textarea")
+		v.run(setValue("textarea", good))
+		v.click(`button[type="submit"]`)
+		v.waitFor("signed in", `document.getElementById('who').textContent.includes('Signed in')`)
+		if got := eval[string](v, `location.href`); got != e.srv.URL+"/app/" {
+			t.Errorf("next=%s: after signing in the page is %s, want %s/app/", next, got, e.srv.URL)
+		}
+	}
+
+	// Hidden from every reader, not only by the stylesheet (reader modes
+	// and text browsers drop it): the links are shown as if app.css were
+	// off.
+	shown := `(() => { for (const s of document.styleSheets) s.disabled = true;
+  const v = [...document.querySelectorAll('.top nav a')].filter((a) => a.checkVisibility()).map((a) => a.textContent).join(',');
+  for (const s of document.styleSheets) s.disabled = false; return v; })()`
+	for _, c := range []struct {
+		role string
+		want string
+	}{{"", "Flights,Cars,My bookings"}, {auth.Customer, "Flights,Cars,My bookings"}, {auth.Host, "Flights,Cars,My bookings,Host"}, {auth.Admin, "Flights,Cars,My bookings,Host,Admin"}} {
+		v := e.tab("nav-"+c.role, c.role, 8202)
+		v.open("/app/cars", "h1")
+		if got := eval[string](v, shown); got != c.want {
+			t.Errorf("role %q: the navigation shows %s, want %s", c.role, got, c.want)
+		}
+	}
 }
 
 // brokenWords lists the words of the cells sel that are split over two

@@ -1,7 +1,7 @@
 // The app shell: reads the path, shows the page it names, and keeps
 // navigation inside the app (links under /app/ never reload the page).
 import { claims, setToken } from './api.js';
-import { h, errorBox } from './ui.js';
+import { h, errorBox, setPageZone, signinHref } from './ui.js';
 import { searchPage, flightPage } from './flights.js';
 import { bookingPage, bookingsPage } from './bookings.js';
 import { carsPage, carPage } from './cars.js';
@@ -44,6 +44,7 @@ function render() {
   main.replaceChildren();
   const page = new Page(main);
   current = page;
+  setPageZone('');
   showWho();
   markNav();
   const path = location.pathname;
@@ -78,8 +79,12 @@ function showWho() {
   const who = document.getElementById('who');
   const c = claims();
   document.body.classList.remove('role-customer', 'role-host', 'role-admin');
+  // The Host and Admin links are for callers whose token has that role
+  // (an admin may use the host's page too); nobody else sees them.
+  for (const li of document.querySelectorAll('.top .for-host')) li.hidden = !(c && (c.role === 'host' || c.role === 'admin'));
+  for (const li of document.querySelectorAll('.top .for-admin')) li.hidden = !(c && c.role === 'admin');
   if (!c) {
-    who.replaceChildren(h('a', { href: '/app/signin' }, 'Sign in'));
+    who.replaceChildren(h('a', { href: signinHref() }, 'Sign in'));
     return;
   }
   document.body.classList.add(`role-${c.role}`);

@@ -9,12 +9,55 @@ export function money(amount, currency) {
   return f.format(amount / 10 ** digits);
 }
 
+// minorDigits is how many digits currency's minor unit has (VND 0, EUR 2,
+// KWD 3); null when Intl does not know the code.
+export function minorDigits(currency) {
+  try {
+    return new Intl.NumberFormat(LOCALE, { style: 'currency', currency }).resolvedOptions().maximumFractionDigits;
+  } catch {
+    return null;
+  }
+}
+
+// toMinor turns an amount typed in currency's major unit ("45.00" EUR)
+// into the API's minor units (4500); NaN when it is not a number or has
+// more decimals than the currency has.
+export function toMinor(text, currency) {
+  const d = minorDigits(currency);
+  const m = /^\s*(\d+)(?:[.,](\d*))?\s*$/.exec(String(text));
+  if (d === null || !m || (m[2] || '').replace(/0+$/, '').length > d) return NaN;
+  return Number(m[1] + (m[2] || '').padEnd(d, '0').slice(0, d));
+}
+
+// fromMinor is toMinor's inverse, for a field's value: 4500 EUR is "45.00".
+export function fromMinor(amount, currency) {
+  const d = minorDigits(currency) ?? 0;
+  return d ? (amount / 10 ** d).toFixed(d) : String(amount);
+}
+
 // dateTime formats an instant in zone tz, with the zone's offset.
 export function dateTime(iso, tz) {
   return new Intl.DateTimeFormat(LOCALE, {
     timeZone: tz, weekday: 'short', day: 'numeric', month: 'short', year: 'numeric',
     hour: '2-digit', minute: '2-digit', timeZoneName: 'short',
   }).format(new Date(iso));
+}
+
+// stampWords says an RFC 3339 time written by the API as people read it,
+// like dateTime: in zone tz when the page knows its zone, else at the
+// offset the time was written with (a car booking's times carry its
+// city's), the zone named by that offset: "Mon 21 Dec 2026, 17:00 GMT+7".
+export function stampWords(iso, tz) {
+  if (tz) return dateTime(iso, tz);
+  const m = /(Z|[+-]\d{2}:\d{2})$/i.exec(iso);
+  const off = !m || m[1].toUpperCase() === 'Z' ? 0 : (m[1][0] === '-' ? -1 : 1) * (Number(m[1].slice(1, 3)) * 60 + Number(m[1].slice(4, 6)));
+  const wall = new Date(Date.parse(iso) + off * 60000);
+  const text = new Intl.DateTimeFormat(LOCALE, {
+    timeZone: 'UTC', weekday: 'short', day: 'numeric', month: 'short', year: 'numeric', hour: '2-digit', minute: '2-digit',
+  }).format(wall);
+  const hours = Math.trunc(Math.abs(off) / 60), mins = Math.abs(off) % 60;
+  const name = off === 0 ? 'UTC' : `GMT${off < 0 ? '-' : '+'}${hours}${mins ? `:${pad(mins)}` : ''}`;
+  return `${text} ${name}`;
 }
 
 // period formats a booking's [from, to) briefly, in zone tz (the

@@ -28,11 +28,26 @@ export function signinPage(page) {
           return;
         }
         setToken(t);
-        page.navigate('/app/');
+        page.navigate(backTo(page.url.searchParams.get('next')));
       },
     }, field('Bearer token', input), button),
     msg,
   );
+}
+
+// backTo is where to go once signed in: next, when it is a page of this
+// app on this origin (its path and query only: never another site, as
+// "//evil.example" or "https://evil.example" would be), else /app/.
+export function backTo(next) {
+  if (!next || !next.startsWith('/') || next.startsWith('//') || next.includes('\\')) return '/app/';
+  let u;
+  try {
+    u = new URL(next, location.origin);
+  } catch {
+    return '/app/';
+  }
+  if (u.origin !== location.origin || !u.pathname.startsWith('/app/') || u.pathname.startsWith('/app/signin')) return '/app/';
+  return u.pathname + u.search;
 }
 
 // checkToken asks the server whether it takes the bearer token t, before

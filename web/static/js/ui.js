@@ -1,4 +1,5 @@
 // Small DOM helpers shared by the pages.
+import { stampWords } from './format.js';
 
 // h builds an element: h('p', {class: 'x', dataset: {seat: '1A'}, onclick}, 'text', child).
 export function h(tag, attrs = {}, ...children) {
@@ -43,6 +44,54 @@ const WORDS = {
   internal: 'Something went wrong on our side.',
 };
 
+// The page's time zone (set by a page that shows times in one, such as a
+// car's page), in which an error's times are said; app.js clears it when
+// the page changes. Without it, a time is said at the offset the API wrote
+// it with (a car booking's are in its city's).
+let pageZone = '';
+export function setPageZone(tz) { pageZone = tz || ''; }
+
+// RFC 3339 times inside an error's detail.
+const STAMP = /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})/gi;
+
+// detailNodes turns the API's detail, written for programs, into a
+// sentence for people: the API paths it names for client programmers
+// ("(GET /cities)") left out, its times said as the page says times (in
+// <time> elements that keep the exact value), a capital first letter, a
+// full stop.
+function detailNodes(detail) {
+  let d = detail.replace(/\s*\((?:see )?(?:GET|POST|PUT|PATCH|DELETE) \/[^)]*\)/g, '').trim();
+  if (!d) return [];
+  d = d.charAt(0).toUpperCase() + d.slice(1);
+  if (!/[.!?]$/.test(d)) d += '.';
+  const nodes = [];
+  let at = 0;
+  for (const m of d.matchAll(STAMP)) {
+    nodes.push(d.slice(at, m.index), h('time', { datetime: m[0] }, stampWords(m[0], pageZone)));
+    at = m.index + m[0].length;
+  }
+  nodes.push(d.slice(at));
+  return nodes;
+}
+
+// leadFor gives some refusals a lead sentence better than their code's:
+// a hand-over outside the pick-up window says which side of it it is.
+function leadFor(code, detail) {
+  if (code === 'invalid_state' && /picked up only from/.test(detail)) {
+    const times = [...detail.matchAll(STAMP)].map((m) => Date.parse(m[0]));
+    if (times.length && Date.now() >= times[times.length - 1]) return 'Too late: the rental is over, so the car can no longer be handed over.';
+    return 'Not yet: the car can be handed over only in its pick-up window.';
+  }
+  return '';
+}
+
+// signinHref is the sign-in page's address, with the page to come back
+// to (this one, by its path and query on this origin: never elsewhere).
+export function signinHref() {
+  if (location.pathname.startsWith('/app/signin')) return '/app/signin';
+  return `/app/signin?${new URLSearchParams({ next: location.pathname + location.search })}`;
+}
+
 // errorBox renders an API error in words, with its code, as an alert that
 // screen readers announce. own gives a form its own words for some codes
 // (the admin's overbook limit is not a booking, say).
@@ -54,14 +103,16 @@ export function errorBox(err, own = {}) {
       h('strong', {}, 'Something went wrong in this page; reloading it may help.'), ' ', h('span', { class: 'muted' }, String(err.message || err)));
   }
   const code = err.code;
-  let words = own[code] || WORDS[code] || 'Something went wrong.';
+  const raw = err.problem?.detail || '';
+  let words = own[code] || leadFor(code, raw) || WORDS[code] || 'Something went wrong.';
   if (code === 'rate_limited' && err.retryAfter > 0) words = `Too many requests; try again in ${waitWords(err.retryAfter)}.`;
-  const detail = err.problem?.detail && err.problem.detail !== words ? err.problem.detail : '';
-  // Signed out (or the token ran out): the way back is one link away.
+  const detail = raw && raw !== words ? detailNodes(raw) : [];
+  // Signed out (or the token ran out): the way back is one link away, and
+  // leads back here.
   const signin = code === 'unauthenticated' && location.pathname !== '/app/signin'
-    ? h('p', {}, h('a', { href: '/app/signin' }, 'Sign in')) : null;
+    ? h('p', {}, h('a', { href: signinHref() }, 'Sign in')) : null;
   return h('div', { class: 'alert', role: 'alert' },
-    h('strong', {}, words), ' ', detail ? h('span', {}, detail, '. ') : '', h('span', { class: 'muted' }, 'Code: ', h('code', {}, code)), signin);
+    h('strong', {}, words), ' ', detail.length ? h('span', {}, ...detail, ' ') : '', h('span', { class: 'muted' }, 'Code: ', h('code', {}, code)), signin);
 }
 
 // waitWords says a wait of s seconds (the API's Retry-After) as people
@@ -87,6 +138,7 @@ export function slot() {
 
 // focusAlert moves the focus to the alert shown in el (after the control
 // that had it was disabled or redrawn: never to the page's body).
+// Focusing scrolls it into view: a refusal below the fold is seen.
 export function focusAlert(el) {
   const alert = el.querySelector('[role="alert"]');
   if (!alert) return;
