@@ -123,3 +123,54 @@ func TestBrowserBookingWhatWraps(t *testing.T) {
 	tb.run(chromedp.EmulateViewport(1100, 900))
 	tb.check("my bookings (what wraps)")
 }
+
+// The car's calendar marks the days already over in the car's zone as
+// past (not free), and the period of the link as chosen; a busy span
+// made of several rentals is not described as one rental.
+func TestBrowserCarCalendarPastAndPeriod(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	car := e.car(8401, "30A-840.01")
+	now := e.srv.Clock.Now().In(ict)
+	day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, ict)
+	// Two rentals whose turnarounds meet: one busy span.
+	a := day.Add(5*24*time.Hour + 9*time.Hour)
+	e.carBooking(8402, car, a, a.Add(24*time.Hour), false)
+	e.carBooking(8403, car, a.Add(28*time.Hour), a.Add(48*time.Hour), false)
+	from, to := day.Add(24*time.Hour+9*time.Hour), day.Add(3*24*time.Hour+9*time.Hour)
+	tb := e.tab("customer", auth.Customer, 8404)
+	tb.open(fmt.Sprintf("/app/cars/%d?from=%s&to=%s", car, wall(from), wall(to)), `[data-busy-list] li`)
+
+	// The chosen days, in the month of from (the one shown).
+	chosen := eval[string](tb, `[...document.querySelectorAll('.calendar td[data-chosen]')].map((d) => d.dataset.day).join(',')`)
+	want := fmt.Sprintf("%d,%d,%d", from.Day(), from.Add(24*time.Hour).Day(), to.Day())
+	if from.Month() == to.Month() && chosen != want {
+		t.Errorf("the link's period %s–%s marks days %q, want %s", wall(from), wall(to), chosen, want)
+	}
+	if chosen == "" {
+		t.Error("the link's period is not marked on the calendar")
+	}
+	if got := tb.text(`[data-busy-list]`); strings.Contains(got, "the rental") || !strings.Contains(got, "rentals") {
+		t.Errorf("the busy list says %q: a span of two rentals is described as one", got)
+	}
+	tb.check("car (calendar with period)")
+
+	// The days already over, in the month of today.
+	if from.Month() != now.Month() {
+		tb.click(`[data-month="prev"]`)
+		tb.waitFor("the previous month", fmt.Sprintf(`document.getElementById('month')?.textContent.includes(%q)`, now.Month().String()))
+	}
+	past := eval[string](tb, `[...document.querySelectorAll('.calendar td[data-day]')].filter((d) => 'past' in d.dataset).map((d) => d.dataset.day).join(',')`)
+	var wantPast []string
+	for d := 1; d < now.Day(); d++ {
+		wantPast = append(wantPast, fmt.Sprint(d))
+	}
+	if past != strings.Join(wantPast, ",") {
+		t.Errorf("the days marked past are %q, want %q (today is %d)", past, strings.Join(wantPast, ","), now.Day())
+	}
+	if now.Day() > 1 {
+		if got := tb.text(`.calendar td[data-day="1"]`); strings.Contains(got, "free") || !strings.Contains(got, "past") {
+			t.Errorf("a past day says %q, want past, not free", got)
+		}
+	}
+}

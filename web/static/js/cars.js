@@ -2,7 +2,7 @@
 // its busy ranges (turnaround included), and booking it with one
 // Idempotency-Key per attempt, retried safely when the network fails.
 import { api, cities, send, claims } from './api.js';
-import { h, slot, field, moreButton, whileBusy } from './ui.js';
+import { h, slot, field, moreButton, whileBusy, focusAlert, setPageZone, signinHref } from './ui.js';
 import { money, dateTime, zoneLabel, zonedISO, wallClock } from './format.js';
 
 const DAY = 86400000;
@@ -120,6 +120,7 @@ export async function carPage(page, id) {
   const list = await cities();
   const tz = car.timeZone || 'UTC';
   const place = list.get(car.city)?.name || car.city;
+  setPageZone(tz);
   page.title(car.model);
   const errors = slot();
   const period = linkPeriod(q, tz);
@@ -142,6 +143,8 @@ export async function carPage(page, id) {
     const name = new Intl.DateTimeFormat('en-GB', { month: 'long', year: 'numeric', timeZone: 'UTC' }).format(month);
     const days = new Date(Date.UTC(y, m + 1, 0)).getUTCDate();
     const lead = (new Date(Date.UTC(y, m, 1)).getUTCDay() + 6) % 7; // Monday first
+    const now = Date.now();
+    const want = periodAsked();
     const cells = [];
     for (let i = 0; i < lead; i++) cells.push(h('td', { class: 'out' }));
     for (let d = 1; d <= days; d++) {
@@ -149,9 +152,17 @@ export async function carPage(page, id) {
       const dayEnd = dayStart + DAY;
       const over = busy.filter((b) => b.from < dayEnd && b.to > dayStart);
       const full = over.some((b) => b.from <= dayStart && b.to >= dayEnd);
-      const cls = full ? 'busy' : over.length ? 'part' : '';
-      cells.push(h('td', { class: cls, dataset: { day: String(d), busy: full ? 'full' : over.length ? 'part' : 'free' } },
-        h('span', { class: 'day' }, d), over.length ? h('span', { class: 'tag' }, full ? 'booked' : 'part booked') : h('span', { class: 'sr-only' }, 'free')));
+      // A day over in the car's zone cannot be booked, whatever the
+      // calendar says of it; the period asked for is marked as such.
+      const past = dayEnd <= now;
+      const chosen = want && want.from < dayEnd && want.to > dayStart;
+      const cls = [past ? 'past' : full ? 'busy' : over.length ? 'part' : '', chosen ? 'chosen' : ''].filter(Boolean).join(' ');
+      const tag = past ? h('span', { class: 'tag' }, 'past') : over.length ? h('span', { class: 'tag' }, full ? 'booked' : 'part booked') : h('span', { class: 'sr-only' }, 'free');
+      const data = { day: String(d), busy: full ? 'full' : over.length ? 'part' : 'free' };
+      if (past) data.past = '';
+      if (chosen) data.chosen = '';
+      cells.push(h('td', { class: cls || undefined, dataset: data },
+        h('span', { class: 'day' }, d), tag, chosen ? h('span', { class: 'tag pick' }, 'your dates') : ''));
     }
     while (cells.length % 7) cells.push(h('td', { class: 'out' }));
     const weeks = [];
@@ -168,15 +179,28 @@ export async function carPage(page, id) {
       h('p', { class: 'muted' }, `Times in ${zoneLabel(tz, place)}.${turn}`),
       busy.length ? h('ul', { class: 'plain', dataset: { busyList: '' } }, busy.map((b) => h('li', {},
         'Busy from ', h('time', { datetime: b.raw.from }, dateTime(b.raw.from, tz)), ' to ', h('time', { datetime: b.raw.to }, dateTime(b.raw.to, tz)),
-        turn ? h('span', { class: 'muted' }, ` (${car.turnaround} turnaround, the rental, ${car.turnaround} turnaround)`) : ''))) : h('p', {}, 'Free all month.'));
+        // One span may be several rentals back to back (their busy times
+        // meet or overlap): it says so, never "the rental".
+        turn ? h('span', { class: 'muted' }, ` (booked: rentals with their ${car.turnaround} turnarounds)`) : ''))) : h('p', {}, 'Free all month.'));
     if (focus) cal.querySelector(`[data-month="${focus}"]`)?.focus();
   }
+
+  // periodAsked is the period in the form (the link's, at first) as
+  // instants, or null when it is not a period.
+  function periodAsked() {
+    const [f, t] = [localTime(from.value), localTime(to.value)];
+    if (!f || !t) return null;
+    const p = { from: Date.parse(zonedISO(f, tz)), to: Date.parse(zonedISO(t, tz)) };
+    return p.from < p.to ? p : null;
+  }
+  for (const input of [from, to]) input.addEventListener('change', () => drawMonth().catch((err) => errors.error(err)));
 
   async function book(e) {
     e.preventDefault();
     errors.clear();
     if (!claims()) {
-      errors.show(h('div', { class: 'alert', role: 'alert' }, 'Sign in to book. ', h('a', { href: '/app/signin' }, 'Sign in'), ' · Code: ', h('code', {}, 'unauthenticated')));
+      errors.show(h('div', { class: 'alert', role: 'alert' }, 'Sign in to book. ', h('a', { href: signinHref() }, 'Sign in'), ' · Code: ', h('code', {}, 'unauthenticated')));
+      focusAlert(errors.el);
       return;
     }
     bookBtn.disabled = true;
@@ -188,7 +212,10 @@ export async function carPage(page, id) {
     } catch (err) {
       bookBtn.disabled = false;
       errors.error(err);
-      if (err.code === 'car_unavailable') drawMonth();
+      // The button lost the focus when it was disabled: it goes to the
+      // alert that says why (scrolled into view), never to the body.
+      focusAlert(errors.el);
+      if (err.code === 'car_unavailable') drawMonth().catch(() => {});
     }
   }
 
