@@ -380,10 +380,10 @@ func TestBrowserListCarResetsForm(t *testing.T) {
 	host := e.tab("host", auth.Host, 7901)
 	host.open("/app/host", `form button[type="submit"]`)
 	// The form's fields by their labels.
-	const fields = `Object.fromEntries([...document.querySelectorAll('form label')].map((l) => [l.firstChild.textContent, l.querySelector('input').value]))`
+	const fields = `Object.fromEntries([...document.querySelectorAll('form label')].map((l) => [l.firstChild.textContent, l.querySelector('input, select').value]))`
 	defaults := eval[map[string]string](host, fields)
-	for label, v := range map[string]string{"Plate": "30A-790.01", "Model": "Kia Morning", "Price a day (minor units)": "650000", "Deposit (minor units)": "3000000", "Turnaround": "3h"} {
-		_ = eval[bool](host, fmt.Sprintf(`([...document.querySelectorAll('form label')].find((l) => l.firstChild.textContent === %q).querySelector('input').value = %q, true)`, label, v))
+	for label, v := range map[string]string{"Plate": "30A-790.01", "Model": "Kia Morning", "City": "DN", "Price a day": "650000", "Deposit": "3000000", "Turnaround": "3h"} {
+		_ = eval[bool](host, fmt.Sprintf(`([...document.querySelectorAll('form label')].find((l) => l.firstChild.textContent === %q).querySelector('input, select').value = %q, true)`, label, v))
 	}
 	host.click(`form button[type="submit"]`)
 	host.waitVisible(`form [role="status"]`)
@@ -404,7 +404,7 @@ func TestBrowserListCarResetsForm(t *testing.T) {
 			t.Errorf("after listing %s is %q, want its default %q", name, after[name], v)
 		}
 	}
-	if defaults["Price a day (minor units)"] == "" || defaults["Deposit (minor units)"] == "" {
+	if defaults["Price a day"] == "" || defaults["Deposit"] == "" || defaults["City"] != "HN" {
 		t.Errorf("the form starts with %v, want a price and a deposit", defaults)
 	}
 	host.waitVisible(fmt.Sprintf(`tr[data-car=%q]`, id))

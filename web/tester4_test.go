@@ -12,13 +12,106 @@ import (
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/auth"
 )
+
 // The outside web tester's third round: each test shows one finding
 // fixed.
+
+// inAlert is true when the focus is on an alert or inside one.
+const inAlert = `!!document.activeElement?.closest('[role="alert"]')`
 
 // settle waits two frames, so that layout and focus have caught up.
 func settle(tb *tab) {
 	tb.e.t.Helper()
 	_ = eval[bool](tb, `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`)
+}
+
+// A refused car booking moves the focus to its alert (on screen), never
+// to the body; so does the signed-out visitor's Book, and a refused
+// listing on the host's page. The alert's detail reads as a sentence: a
+// capital letter, no API path.
+func TestBrowserCarRefusalFocus(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	car := e.car(8001, "30A-800.01")
+	from := e.srv.Clock.Now().In(ict).Add(72 * time.Hour).Truncate(time.Hour)
+	e.carBooking(8002, car, from, from.Add(24*time.Hour), false)
+	link := fmt.Sprintf("/app/cars/%d?from=%s&to=%s", car, wall(from.Add(2*time.Hour)), wall(from.Add(48*time.Hour)))
+
+	tb := e.tab("customer", auth.Customer, 8003)
+	tb.open(link, `[data-action="book-car"]`)
+	tb.run(chromedp.EmulateViewport(1100, 600))
+	tb.click(`[data-action="book-car"]`)
+	tb.waitFor("car_unavailable", `document.querySelector('[role="alert"]')?.textContent.includes('car_unavailable')`)
+	settle(tb)
+	if !eval[bool](tb, inAlert) {
+		t.Errorf("after a refused booking the focus is on %q, want the alert", eval[string](tb, focused))
+	}
+	if !eval[bool](tb, inView(`[role="alert"]`)) {
+		t.Error("the car_unavailable alert is off screen")
+	}
+	got := tb.text(`[role="alert"]`)
+	if want := fmt.Sprintf("Car %d is booked", car); !strings.Contains(got, want) {
+		t.Errorf("the alert says %q, want its detail as a sentence (%q)", got, want)
+	}
+	tb.check("car (booking refused)")
+
+	visitor := e.tab("visitor", "", 0)
+	visitor.open(link, `[data-action="book-car"]`)
+	visitor.click(`[data-action="book-car"]`)
+	visitor.waitVisible(`[role="alert"]`)
+	settle(visitor)
+	if !eval[bool](visitor, inAlert) {
+		t.Errorf("signed out, after Book the focus is on %q, want the alert", eval[string](visitor, focused))
+	}
+
+	host := e.tab("host", auth.Host, 8001)
+	host.open("/app/host", `form button[type="submit"]`)
+	// A city the API does not know (the form offers only known ones).
+	_ = eval[bool](host, `(() => { const s = document.querySelector('select[name="city"]'); s.append(new Option('Nowhere (XX)', 'XX')); s.value = 'XX'; return true; })()`)
+	host.run(setValue(`input[name="plate"]`, "30A-800.02"), setValue(`input[name="model"]`, "Kia Morning"))
+	host.click(`form button[type="submit"]`)
+	host.waitFor("the refusal", `document.querySelector('form [role="alert"]')?.textContent.includes('validation_failed')`)
+	settle(host)
+	if !eval[bool](host, inAlert) {
+		t.Errorf("after a refused listing the focus is on %q, want the alert", eval[string](host, focused))
+	}
+	got = host.text(`form [role="alert"]`)
+	if !strings.Contains(got, "City: XX is not a city berth rents cars in.") || strings.Contains(got, "GET /") {
+		t.Errorf("the refusal says %q, want the detail as a sentence, without an API path", got)
+	}
+}
+
+// The "list a car" form offers the cities berth rents cars in (name and
+// code), and takes money in the currency's major unit: 45.00 EUR is 4500
+// minor units, 800000 VND is 800000.
+func TestBrowserListCarMajorUnits(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	host := e.tab("host", auth.Host, 8101)
+	host.open("/app/host", `form button[type="submit"]`)
+	if got := eval[string](host, `[...document.querySelectorAll('select[name="city"] option')].map((o) => o.value + '=' + o.textContent).join(';')`); !strings.Contains(got, "HN=Hanoi (HN)") || !strings.Contains(got, "DN=Da Nang (DN)") {
+		t.Fatalf("the city field offers %q, want the cities by name and code", got)
+	}
+	host.run(setValue(`select[name="city"]`, "DN"), setValue(`input[name="plate"]`, "43A-810.01"), setValue(`input[name="model"]`, "Fiat 500"),
+		setValue(`input[name="currency"]`, "EUR"))
+	_ = eval[bool](host, `(document.querySelector('input[name="currency"]').dispatchEvent(new Event('input', {bubbles: true})), true)`)
+	host.run(setValue(`input[name="dailyPrice"]`, "45.00"), setValue(`input[name="deposit"]`, "300.5"))
+	host.click(`form button[type="submit"]`)
+	host.waitVisible(`form [role="status"]`)
+	host.run(setValue(`input[name="plate"]`, "30A-810.02"), setValue(`input[name="model"]`, "Toyota Vios"))
+	host.click(`form button[type="submit"]`)
+	host.waitFor("the second car", `document.querySelectorAll('tr[data-car]').length === 2`)
+	byPlate := map[string]string{}
+	for _, c := range e.srv.Host(8101).HostCars(t, "").Cars {
+		byPlate[c.Plate] = fmt.Sprintf("%s %d %d %s", c.City, c.DailyPrice, c.Deposit, c.Currency)
+	}
+	if got := byPlate["43A-810.01"]; got != "DN 4500 30050 EUR" {
+		t.Errorf("45.00 and 300.5 EUR in Da Nang were listed as %q, want DN 4500 30050 EUR", got)
+	}
+	if got := byPlate["30A-810.02"]; got != "HN 800000 5000000 VND" {
+		t.Errorf("the defaults were listed as %q, want HN 800000 5000000 VND", got)
+	}
+	host.check("host (major units)")
 }
 
 // The unauthenticated alert's Sign in link carries the page (path and

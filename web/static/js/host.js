@@ -1,8 +1,8 @@
 // Host: my cars, listing a new car, my cars' bookings, and handing cars
 // over and taking them back.
-import { api, claims } from './api.js';
-import { h, slot, field, announce, errorBox, moreButton, whileBusy } from './ui.js';
-import { money, titleCase } from './format.js';
+import { api, claims, cities } from './api.js';
+import { h, slot, field, announce, errorBox, moreButton, whileBusy, focusAlert, signinHref } from './ui.js';
+import { money, titleCase, minorDigits, toMinor } from './format.js';
 import { bookingRow, pagedBookings } from './bookings.js';
 
 // CARS_PAGE is how many of the host's cars are loaded at a time.
@@ -13,7 +13,7 @@ export async function hostPage(page) {
   page.main.append(h('h1', {}, 'My cars'));
   const me = claims();
   if (!me || (me.role !== 'host' && me.role !== 'admin')) {
-    page.main.append(h('p', {}, 'This page is for hosts. ', h('a', { href: '/app/signin' }, 'Sign in'), ' as a host.'));
+    page.main.append(h('p', {}, 'This page is for hosts. ', h('a', { href: signinHref() }, 'Sign in'), ' as a host.'));
     return;
   }
   const errors = slot();
@@ -73,6 +73,8 @@ export async function hostPage(page) {
         rowError = h('tr', { class: 'row-error' }, h('td', { colspan: String(row.cells.length) }, errorBox(err)));
         row.after(rowError);
         rowError.scrollIntoView({ block: 'nearest' });
+        // The focus stays on the button pressed (still there): the alert,
+        // right under it, is announced.
       }
     };
     if (b.status === 'CONFIRMED') return h('button', { type: 'button', dataset: { action: 'pickup', booking: String(b.bookingId) }, onclick: move('pickup') }, 'Hand over');
@@ -83,26 +85,51 @@ export async function hostPage(page) {
   // Every field's starting value is its default (an attribute, strings
   // only: a number would set the value alone), so that the form's reset
   // after a listing puts every field back the same way: plate and model
-  // empty, the rest as they started.
+  // empty, the rest as they started. The city is one of those berth rents
+  // cars in (GET /cities); amounts are typed in the currency's major unit
+  // (45.00 for EUR 45, 800000 for VND, which has no minor unit) and sent
+  // in minor units.
+  const cityList = await cities();
   const plate = h('input', { name: 'plate', required: true, maxlength: 20, placeholder: '30A-123.45' });
   const model = h('input', { name: 'model', required: true, maxlength: 100 });
-  const city = h('input', { name: 'city', required: true, value: 'HN', pattern: '[A-Za-z]{2,8}' });
-  const daily = h('input', { name: 'dailyPrice', type: 'number', required: true, min: '1', value: '800000' });
-  const deposit = h('input', { name: 'deposit', type: 'number', required: true, min: '0', value: '5000000' });
+  const city = h('select', { name: 'city', required: true },
+    [...cityList.values()].map((c) => h('option', { value: c.code, selected: c.code === 'HN' ? 'selected' : undefined }, `${c.name} (${c.code})`)));
   const currency = h('input', { name: 'currency', required: true, value: 'VND', pattern: '[A-Za-z]{3}', maxlength: 3 });
+  const daily = h('input', { name: 'dailyPrice', type: 'number', required: true, min: '0', value: '800000', 'aria-describedby': 'money-unit' });
+  const deposit = h('input', { name: 'deposit', type: 'number', required: true, min: '0', value: '5000000', 'aria-describedby': 'money-unit' });
+  const unit = h('p', { class: 'muted', id: 'money-unit' });
+  // The amounts' step follows the currency: 1 for VND, 0.01 for EUR.
+  const showUnit = () => {
+    const cur = currency.value.toUpperCase();
+    const d = minorDigits(cur);
+    for (const f of [daily, deposit]) f.step = d === null ? 'any' : String(1 / 10 ** d);
+    unit.textContent = d === null ? 'Amounts in the currency\'s usual unit.'
+      : d === 0 ? `Amounts in whole ${cur} (${cur} has no smaller unit).` : `Amounts in ${cur}, with up to ${d} decimals (for example ${(45).toFixed(d)}).`;
+  };
+  currency.addEventListener('input', showUnit);
   const turnaround = h('input', { name: 'turnaround', value: '2h', pattern: '[0-9hm]+' });
   const added = slot();
   const submit = h('button', { type: 'submit' }, 'List the car');
   const form = h('form', {
     class: 'card stack',
+    // A reset changes the fields only after this event: the unit follows.
+    onreset: () => setTimeout(showUnit),
     onsubmit: async (e) => {
       e.preventDefault();
       if (submit.disabled) return;
       added.clear();
+      const cur = currency.value.toUpperCase();
+      const [price, dep] = [toMinor(daily.value, cur), toMinor(deposit.value, cur)];
+      if (Number.isNaN(price) || Number.isNaN(dep)) {
+        added.show(h('div', { class: 'alert', role: 'alert' }, `Write the price and the deposit in ${cur}, with at most ${minorDigits(cur) ?? 0} decimals. `,
+          h('span', { class: 'muted' }, 'Code: ', h('code', {}, 'validation_failed'))));
+        focusAlert(added.el);
+        return;
+      }
       try {
         const c = await whileBusy(submit, () => api('POST', '/host/cars', {
-          body: { plate: plate.value, model: model.value, city: city.value.toUpperCase(), dailyPrice: Number(daily.value),
-            deposit: Number(deposit.value), currency: currency.value.toUpperCase(), turnaround: turnaround.value },
+          body: { plate: plate.value, model: model.value, city: city.value, dailyPrice: price,
+            deposit: dep, currency: cur, turnaround: turnaround.value },
         }));
         // Listed: the form starts again from its defaults, and says what
         // was listed, with the new car's number and a link to its page.
@@ -113,12 +140,15 @@ export async function hostPage(page) {
         await loadCars();
       } catch (err) {
         added.error(err);
+        // Refused: the focus goes to why, not to the body.
+        focusAlert(added.el);
       }
     },
   }, h('h2', {}, 'List a car'),
-  h('div', { class: 'row' }, field('Plate', plate), field('Model', model), field('City code', city)),
-  h('div', { class: 'row' }, field('Price a day (minor units)', daily), field('Deposit (minor units)', deposit), field('Currency', currency), field('Turnaround', turnaround)),
-  submit, added.el);
+  h('div', { class: 'row' }, field('Plate', plate), field('Model', model), field('City', city)),
+  h('div', { class: 'row' }, field('Currency', currency), field('Price a day', daily), field('Deposit', deposit), field('Turnaround', turnaround)),
+  unit, submit, added.el);
+  showUnit();
 
   page.main.append(carsBox, form, h('h2', {}, 'Bookings of my cars'), h('div', { class: 'row' }, field('Status', status)), errors.el, bookingsBox);
   await Promise.all([loadCars(), loadBookings()]);
