@@ -37,8 +37,10 @@ func TestBrowserCarRefusalFocus(t *testing.T) {
 	e.carBooking(8002, car, from, from.Add(24*time.Hour), false)
 	link := fmt.Sprintf("/app/cars/%d?from=%s&to=%s", car, wall(from.Add(2*time.Hour)), wall(from.Add(48*time.Hour)))
 
+	// Ready once the calendar is drawn: it grows above the form, which a
+	// click must not race.
 	tb := e.tab("customer", auth.Customer, 8003)
-	tb.open(link, `[data-action="book-car"]`)
+	tb.open(link, `[data-busy-list] li`)
 	tb.run(chromedp.EmulateViewport(1100, 600))
 	tb.click(`[data-action="book-car"]`)
 	tb.waitFor("car_unavailable", `document.querySelector('[role="alert"]')?.textContent.includes('car_unavailable')`)
@@ -56,7 +58,7 @@ func TestBrowserCarRefusalFocus(t *testing.T) {
 	tb.check("car (booking refused)")
 
 	visitor := e.tab("visitor", "", 0)
-	visitor.open(link, `[data-action="book-car"]`)
+	visitor.open(link, `[data-busy-list] li`)
 	visitor.click(`[data-action="book-car"]`)
 	visitor.waitVisible(`[role="alert"]`)
 	settle(visitor)
