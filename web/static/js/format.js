@@ -44,20 +44,17 @@ export function dateTime(iso, tz) {
 }
 
 // stampWords says an RFC 3339 time written by the API as people read it,
-// like dateTime: in zone tz when the page knows its zone, else at the
-// offset the time was written with (a car booking's times carry its
-// city's), the zone named by that offset: "Mon 21 Dec 2026, 17:00 GMT+7".
+// as dateTime does: in zone tz when the page knows its zone, else at the
+// offset the time was written with (a car booking's are in its city's),
+// which Intl takes as a zone of its own: "Mon 21 Dec 2026, 17:00 GMT+7".
+// A browser whose Intl does not know offset zones says it in UTC.
 export function stampWords(iso, tz) {
-  if (tz) return dateTime(iso, tz);
-  const m = /(Z|[+-]\d{2}:\d{2})$/i.exec(iso);
-  const off = !m || m[1].toUpperCase() === 'Z' ? 0 : (m[1][0] === '-' ? -1 : 1) * (Number(m[1].slice(1, 3)) * 60 + Number(m[1].slice(4, 6)));
-  const wall = new Date(Date.parse(iso) + off * 60000);
-  const text = new Intl.DateTimeFormat(LOCALE, {
-    timeZone: 'UTC', weekday: 'short', day: 'numeric', month: 'short', year: 'numeric', hour: '2-digit', minute: '2-digit',
-  }).format(wall);
-  const hours = Math.trunc(Math.abs(off) / 60), mins = Math.abs(off) % 60;
-  const name = off === 0 ? 'UTC' : `GMT${off < 0 ? '-' : '+'}${hours}${mins ? `:${pad(mins)}` : ''}`;
-  return `${text} ${name}`;
+  const off = /[+-]\d{2}:\d{2}$/.exec(iso);
+  try {
+    return dateTime(iso, tz || (off ? off[0] : 'UTC'));
+  } catch {
+    return dateTime(iso, 'UTC');
+  }
 }
 
 // period formats a booking's [from, to) briefly, in zone tz (the
