@@ -430,9 +430,12 @@ func (l *Lifecycle) Move(ctx context.Context, db pg.Beginner, caller auth.Caller
 		}
 		if to == OnTrip && (now.Before(b.From.Add(-l.PickupEarly)) || !now.Before(b.To)) {
 			// In the booking's own zone, as its answers show its period
-			// (the host reads it beside the booking), not in UTC.
-			return fault.New(fault.InvalidState, "the car can be picked up only from %s until %s",
-				b.inZone(b.From.Add(-l.PickupEarly)), b.inZone(b.To))
+			// (the host reads it beside the booking), not in UTC; and as
+			// members of the problem, for a client to say it its own way.
+			opens, closes := b.inZone(b.From.Add(-l.PickupEarly)), b.inZone(b.To)
+			return &fault.Error{Code: fault.InvalidState,
+				Detail: fmt.Sprintf("the car can be picked up only from %s until %s", opens, closes),
+				Extra:  map[string]any{"pickupFrom": opens, "pickupUntil": closes}}
 		}
 		if !to.Live() {
 			out, err = l.leave(ctx, tx, b, to, now, "", nil)

@@ -79,6 +79,9 @@ func TestPickupEarlySetting(t *testing.T) {
 	s.Clock.Set(from.Add(-25 * time.Hour))
 	if r := pickup(); r.Status != http.StatusConflict {
 		t.Errorf("pickup 25h early with a 24h window: %d %s, want 409", r.Status, r.Body)
+	} else if m := r.Map(t); m["pickupFrom"] != from.Add(-24*time.Hour).Format(time.RFC3339) || m["pickupUntil"] != at(11, 8, 0).Format(time.RFC3339) {
+		t.Errorf("the refusal names the window %v – %v, want %s – %s", m["pickupFrom"], m["pickupUntil"],
+			from.Add(-24*time.Hour).Format(time.RFC3339), at(11, 8, 0).Format(time.RFC3339))
 	}
 	s.Clock.Set(from.Add(-23 * time.Hour))
 	if r := pickup(); r.Status != http.StatusOK {

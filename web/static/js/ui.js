@@ -75,11 +75,11 @@ function detailNodes(detail) {
 }
 
 // leadFor gives some refusals a lead sentence better than their code's:
-// a hand-over outside the pick-up window says which side of it it is.
-function leadFor(code, detail) {
-  if (code === 'invalid_state' && /picked up only from/.test(detail)) {
-    const times = [...detail.matchAll(STAMP)].map((m) => Date.parse(m[0]));
-    if (times.length && Date.now() >= times[times.length - 1]) return 'Too late: the rental is over, so the car can no longer be handed over.';
+// a hand-over outside the pick-up window (the problem names the window:
+// pickupFrom, pickupUntil) says which side of it it is.
+function leadFor(problem) {
+  if (problem?.pickupUntil) {
+    if (Date.now() >= Date.parse(problem.pickupUntil)) return 'Too late: the rental is over, so the car can no longer be handed over.';
     return 'Not yet: the car can be handed over only in its pick-up window.';
   }
   return '';
@@ -104,7 +104,7 @@ export function errorBox(err, own = {}) {
   }
   const code = err.code;
   const raw = err.problem?.detail || '';
-  let words = own[code] || leadFor(code, raw) || WORDS[code] || 'Something went wrong.';
+  let words = own[code] || leadFor(err.problem) || WORDS[code] || 'Something went wrong.';
   if (code === 'rate_limited' && err.retryAfter > 0) words = `Too many requests; try again in ${waitWords(err.retryAfter)}.`;
   const detail = raw && raw !== words ? detailNodes(raw) : [];
   // Signed out (or the token ran out): the way back is one link away, and
