@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-	"github.com/chromedp/chromedp/kb"
-
 	"berth.dev/berth/internal/auth"
 )
 
@@ -229,8 +226,7 @@ func TestBrowserCancelDialogFocus(t *testing.T) {
 	}
 
 	tb.askCancel()
-	tb.run(chromedp.KeyEvent(kb.Escape))
-	tb.waitFor("Escape closing the question", `!document.querySelector('[role="dialog"]')`)
+	tb.escapeCancel()
 	if got := eval[string](tb, focused); got != "cancel" {
 		t.Errorf("after Escape the focus is on %q, want the Cancel booking button", got)
 	}
@@ -247,8 +243,7 @@ func TestBrowserJoinWaitlistFocus(t *testing.T) {
 	fan := e.tab("fan", auth.Customer, 5502)
 	fan.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
 	fan.click(`input[name="fare"][value="ECONOMY"]`)
-	fan.click(`[data-action="join-waitlist"]`)
-	fan.waitFor("the place in line", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'WAITING'`)
+	fan.joinWaitlist()
 	if got := eval[string](fan, focused); got != "waitlist-WAITING" {
 		t.Errorf("after joining the focus is on %q, want the place in line", got)
 	}

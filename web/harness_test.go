@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/app/apptest"
@@ -217,6 +218,22 @@ func (tb *tab) askCancel() {
 	tb.e.t.Helper()
 	tb.click(`[data-action="cancel"]`)
 	tb.waitVisible(`[data-refund-quote]`)
+}
+
+// joinWaitlist presses a flight page's "Join the waitlist" and waits for
+// the place in line the page then shows.
+func (tb *tab) joinWaitlist() {
+	tb.e.t.Helper()
+	tb.click(`[data-action="join-waitlist"]`)
+	tb.waitFor("the place in line", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'WAITING'`)
+}
+
+// escapeCancel closes the cancel question with Escape and waits until it
+// is gone.
+func (tb *tab) escapeCancel() {
+	tb.e.t.Helper()
+	tb.run(chromedp.KeyEvent(kb.Escape))
+	tb.waitFor("Escape closing the question", `!document.querySelector('dialog')`)
 }
 
 // click clicks the element sel with the mouse, as a person would, once it

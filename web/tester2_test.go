@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-	"github.com/chromedp/chromedp/kb"
-
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/auth"
 )
@@ -179,8 +176,7 @@ func TestBrowserCancelQuestionModal(t *testing.T) {
 		}
 	}
 	tb.check("booking (modal cancel question)")
-	tb.run(chromedp.KeyEvent(kb.Escape))
-	tb.waitFor("Escape closing the question", `!document.querySelector('dialog')`)
+	tb.escapeCancel()
 	if got := eval[string](tb, focused); got != "cancel" {
 		t.Errorf("after Escape the focus is on %q, want the Cancel booking button", got)
 	}

@@ -118,8 +118,7 @@ func TestBrowserSoldOutClassSeats(t *testing.T) {
 		t.Error("Hold is enabled for a sold-out class")
 	}
 	tb.check("flight (a class sold out)")
-	tb.click(`[data-action="join-waitlist"]`)
-	tb.waitFor("the place in line", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'WAITING'`)
+	tb.joinWaitlist()
 	if eval[bool](tb, `!!document.querySelector('[role="alert"]')`) {
 		t.Errorf("an alert after joining: %q", tb.text(`[role="alert"]`))
 	}
@@ -186,8 +185,7 @@ func TestBrowserWaitlistOfferOutcome(t *testing.T) {
 	fan := e.tab("fan", auth.Customer, 8302)
 	fan.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
 	fan.click(`input[name="fare"][value="ECONOMY"]`)
-	fan.click(`[data-action="join-waitlist"]`)
-	fan.waitFor("the place in line", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'WAITING'`)
+	fan.joinWaitlist()
 	e.srv.Customer(8301).Cancel(t, held)
 	fan.waitFor("the offer on the flight page", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'OFFERED'`)
 	if got := fan.text(`[data-waitlist-status]`); strings.Contains(got, "in line") || !strings.Contains(got, "held for you") {

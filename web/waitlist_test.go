@@ -46,8 +46,7 @@ func TestBrowserExtendAndWaitlist(t *testing.T) {
 	// The class is sold out: the page offers its line instead of a Hold.
 	fan.click(`input[name="fare"][value="ECONOMY"]`)
 	fan.waitVisible(`[data-action="join-waitlist"]`)
-	fan.click(`[data-action="join-waitlist"]`)
-	fan.waitFor("the place in line", `document.querySelector('[data-waitlist-status]')?.dataset.waitlistStatus === 'WAITING'`)
+	fan.joinWaitlist()
 	if eval[bool](fan, `!!document.querySelector('[role="alert"]')`) {
 		t.Errorf("after joining the line, the page still shows the alert %q", fan.text(`[role="alert"]`))
 	}
