@@ -27,11 +27,14 @@ type HoldLimit struct {
 // Off reports whether there is no limit.
 func (l HoldLimit) Off() bool { return l.N <= 0 || l.Window <= 0 }
 
-// Args are the limit as the SQL functions take it: p_limit (0 when off) and
-// p_window.
+// Args are the limit as the SQL functions take it: p_limit and p_window.
+// Off, it is as many holds as an int32 counts in a window of zero:
+// hold_allowance then takes the customers' locks and reads nothing
+// (migration 00029), so a customer's holds are still decided one after the
+// other, which joining a waitlist relies on (flight.JoinWaitlist).
 func (l HoldLimit) Args() (int32, pgtype.Interval) {
 	if l.Off() {
-		return 0, pgtype.Interval{Valid: true}
+		return 1<<31 - 1, pgtype.Interval{Valid: true}
 	}
 	return int32(min(l.N, 1<<30)), pgtype.Interval{Microseconds: l.Window.Microseconds(), Valid: true}
 }

@@ -420,8 +420,18 @@ func TestWaitlistIsNotForYourOwnHold(t *testing.T) {
 		t.Fatalf("after the holder cancelled, the other customer's entry is %s, want OFFERED", e.status)
 	}
 
-	// Races: one unit left of a class of two, whose other unit someone
-	// else holds; the customer holds the last one and joins at once.
+	holdAndJoinAtOnce(t, s)
+
+	// Without a hold limit, the holds take the same lock.
+	off := apptest.Start(t, apptest.Options{Config: func(c *config.Config) { c.HoldLimit = config.Rate{} }})
+	holdAndJoinAtOnce(t, off)
+}
+
+// holdAndJoinAtOnce races, eight times, a customer's hold of the last unit
+// of a class (its other unit held by someone else) against the same
+// customer joining the class's line: never both may pass.
+func holdAndJoinAtOnce(t *testing.T, s *apptest.Server) {
+	t.Helper()
 	for round := range 8 {
 		f := s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(1, 1, "AB")})
 		s.Customer(7).HoldQuantity(t, f, "ECONOMY", 1)

@@ -140,6 +140,11 @@ BEGIN
         -- 1650815604 is "bert" in ASCII: this lock's class.
         PERFORM pg_advisory_xact_lock(1650815604, k);
     END LOOP;
+    IF p_window <= interval '0' THEN
+        -- No limit: the locks only.
+        RETURN QUERY SELECT DISTINCT c, p_limit, interval '0' FROM unnest(p_customers) AS c;
+        RETURN;
+    END IF;
     RETURN QUERY
     SELECT d.c, p_limit - count(r.created_at)::integer, coalesce(min(r.created_at), p_now) + p_window - p_now
     FROM (SELECT DISTINCT c FROM unnest(p_customers) AS c) AS d
