@@ -138,12 +138,30 @@ func (s *Service) Create(ctx context.Context, nf NewFlight) (*Flight, error) {
 		if known != 2 {
 			return fault.Invalid("from", "route %s-%s has an airport berth does not know", nf.From, nf.To)
 		}
-		err := tx.QueryRow(ctx, `INSERT INTO flight (code, origin, destination, departure_at, arrival_at, departure_date)
-			VALUES ($1, $2, $3, $4, $5, ($4::timestamptz AT TIME ZONE (SELECT tz FROM airport WHERE code = $2))::date)
-			RETURNING id`, nf.Code, nf.From, nf.To, nf.DepartureAt, nf.ArrivalAt).Scan(&id)
-		if pg.Violates(err, "flight_code_departure_key") {
-			return fault.New(fault.InvalidState, "flight %s departing at %s exists already", nf.Code, nf.DepartureAt.Format(time.RFC3339))
+		// A flight number names one flight a day (the departure's date
+		// where it departs): a second one that day would be a second
+		// flight under one name on tickets and boards. Creations of one
+		// code are put one after the other by a lock on the code, and
+		// the later sees the earlier's flight. (Not a unique index on
+		// (code, departure_date): a database holding such pairs from
+		// before could not be migrated.)
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, flightCodeLockClass, nf.Code); err != nil {
+			return fmt.Errorf("lock flight code %s: %w", nf.Code, err)
 		}
+		var same int64
+		var date time.Time
+		err := tx.QueryRow(ctx, `SELECT coalesce((SELECT f.id FROM flight f WHERE f.code = $1 AND f.departure_date = d.date LIMIT 1), 0), d.date
+			FROM (SELECT ($2::timestamptz AT TIME ZONE (SELECT tz FROM airport WHERE code = $3))::date AS date) AS d`,
+			nf.Code, nf.DepartureAt, nf.From).Scan(&same, &date)
+		if err != nil {
+			return fmt.Errorf("look for flight %s that day: %w", nf.Code, err)
+		}
+		if same != 0 {
+			return fault.New(fault.InvalidState, "flight %s already departs on %s (flight %d): a flight number names one flight a day",
+				nf.Code, date.Format(time.DateOnly), same)
+		}
+		err = tx.QueryRow(ctx, `INSERT INTO flight (code, origin, destination, departure_at, arrival_at, departure_date)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`, nf.Code, nf.From, nf.To, nf.DepartureAt, nf.ArrivalAt, date).Scan(&id)
 		if err != nil {
 			return fmt.Errorf("insert flight: %w", err)
 		}
@@ -177,3 +195,7 @@ func (s *Service) Create(ctx context.Context, nf NewFlight) (*Flight, error) {
 	}
 	return s.Get(ctx, id)
 }
+
+// flightCodeLockClass is the class of the advisory lock Create takes per
+// flight code: "code" in ASCII.
+const flightCodeLockClass = 1668244581

@@ -152,7 +152,7 @@ func makePlan(rng *rand.Rand, routes []route, f Flights, first time.Time, ids []
 			var code string
 			for {
 				code = fmt.Sprintf("%s%d", airlines[rng.IntN(len(airlines))], 100+rng.IntN(9900))
-				key := code + local.UTC().Format(time.RFC3339)
+				key := code + local.Format(time.DateOnly) // one flight of a number a day
 				if !used[key] {
 					used[key] = true
 					break
