@@ -2,10 +2,12 @@ package paysim
 
 import (
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	"berth.dev/berth/internal/payment"
@@ -55,16 +57,13 @@ func (s *Sim) Handler() http.Handler {
 
 func (s *Sim) checkoutRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /checkout/{txn}", func(w http.ResponseWriter, r *http.Request) {
-		s.page(w, r.PathValue("txn"), "")
+		s.page(w, r, r.PathValue("txn"), "")
 	})
 	mux.HandleFunc("POST /checkout/{txn}/{action}", func(w http.ResponseWriter, r *http.Request) {
 		txn, action := r.PathValue("txn"), r.PathValue("action")
 		if action != "pay" && action != "fail" {
-			// The page's own 404, as for an unknown charge: a person
-			// reads it (the API's description says text/html).
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			w.WriteHeader(http.StatusNotFound)
-			_ = pageTmpl.Execute(w, map[string]any{"Found": false, "Txn": txn})
+			// As for an unknown charge.
+			notFound(w, r, map[string]any{"Found": false, "Txn": txn})
 			return
 		}
 		msg := "This charge was already decided."
@@ -74,7 +73,7 @@ func (s *Sim) checkoutRoutes(mux *http.ServeMux) {
 				msg = "Payment failed: berth will release the hold."
 			}
 		}
-		s.page(w, txn, msg)
+		s.page(w, r, txn, msg)
 	})
 }
 
@@ -143,7 +142,7 @@ var pageTmpl = template.Must(template.New("checkout").Parse(`<!doctype html>
 {{else}}<p>No such charge.</p>{{end}}
 </body></html>`))
 
-func (s *Sim) page(w http.ResponseWriter, txn, msg string) {
+func (s *Sim) page(w http.ResponseWriter, r *http.Request, txn, msg string) {
 	s.mu.Lock()
 	c, found := s.charges[txn]
 	data := map[string]any{"Found": found, "Txn": txn, "Message": msg}
@@ -153,11 +152,28 @@ func (s *Sim) page(w http.ResponseWriter, txn, msg string) {
 		data["Back"] = bookingPage(c.req.WebhookURL, c.req.BookingID)
 	}
 	s.mu.Unlock()
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if !found {
-		w.WriteHeader(http.StatusNotFound)
+		notFound(w, r, data)
+		return
 	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_ = pageTmpl.Execute(w, data)
+}
+
+// notFound answers a checkout page that does not exist: the page saying
+// so to a browser (which asks for text/html), else a problem document
+// (RFC 9457), as every other error a program gets from berth.
+func notFound(w http.ResponseWriter, r *http.Request, data map[string]any) {
+	if strings.Contains(r.Header.Get("Accept"), "text/html") {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusNotFound)
+		_ = pageTmpl.Execute(w, data)
+		return
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(http.StatusNotFound)
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": "https://berth.dev/problems/not_found", "title": "Not Found",
+		"status": http.StatusNotFound, "detail": fmt.Sprintf("no charge %q", data["Txn"]), "code": "not_found"})
 }
 
 var indexTmpl = template.Must(template.New("index").Parse(`<!doctype html>

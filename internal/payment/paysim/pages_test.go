@@ -1,6 +1,9 @@
 package paysim
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"berth.dev/berth/internal/payment"
@@ -40,5 +43,31 @@ func TestPagesShowMoneyAsPeopleReadIt(t *testing.T) {
 	}
 	if got := bookingPage("javascript:alert(1)", 42); got != "" {
 		t.Errorf("back link from a non-web URL: %q, want none", got)
+	}
+}
+
+// A checkout page that does not exist is a page saying so to a browser,
+// and a problem document to a program.
+func TestMissingCheckoutAnswersEachReader(t *testing.T) {
+	h := New(Options{}).Handler()
+	for _, c := range []struct{ method, path, accept, want string }{
+		{http.MethodGet, "/checkout/nope", "", "application/problem+json"},
+		{http.MethodPost, "/checkout/nope/pay", "application/json", "application/problem+json"},
+		{http.MethodPost, "/checkout/nope/refund", "", "application/problem+json"},
+		{http.MethodGet, "/checkout/nope", "text/html,application/xhtml+xml,*/*;q=0.8", "text/html; charset=utf-8"},
+		{http.MethodPost, "/checkout/nope/pay", "text/html", "text/html; charset=utf-8"},
+	} {
+		rec := httptest.NewRecorder()
+		r := httptest.NewRequest(c.method, c.path, nil)
+		if c.accept != "" {
+			r.Header.Set("Accept", c.accept)
+		}
+		h.ServeHTTP(rec, r)
+		if rec.Code != http.StatusNotFound || rec.Header().Get("Content-Type") != c.want {
+			t.Errorf("%s %s (Accept %q): %d %s, want 404 %s", c.method, c.path, c.accept, rec.Code, rec.Header().Get("Content-Type"), c.want)
+		}
+		if c.want == "application/problem+json" && !strings.Contains(rec.Body.String(), `"code":"not_found"`) {
+			t.Errorf("%s %s: %s, want a not_found problem", c.method, c.path, rec.Body)
+		}
 	}
 }
