@@ -395,10 +395,14 @@ func (l *Lifecycle) whyNotConfirmed(ctx context.Context, tx pgx.Tx, id, amount i
 // FailPayment releases a HELD booking at once because its charge failed, so
 // its seats go back on sale: it becomes CANCELLED with reason payment_failed.
 // It reports false, and changes nothing, when the booking is no longer HELD.
-// The caller calls Released with the booking once tx has committed.
+// The caller calls Released with the booking once tx has committed. Like
+// every cancellation it shows what it refunds: nothing (a HELD booking was
+// not paid for; money that arrived and did not confirm it is refunded as
+// such).
 func (l *Lifecycle) FailPayment(ctx context.Context, tx pgx.Tx, id int64) (*Booking, bool, error) {
 	b := &Booking{ID: id, Status: Held}
-	nb, err := l.leave(ctx, tx, b, Cancelled, l.Clock.Now(), PaymentFailed, nil)
+	var none int64
+	nb, err := l.leave(ctx, tx, b, Cancelled, l.Clock.Now(), PaymentFailed, &none)
 	if errors.Is(err, errLostRace) {
 		return nil, false, nil
 	}
