@@ -192,7 +192,15 @@ func (c *Client) call(ctx context.Context, path, key string, in, out any) error 
 		wait *= 2
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("gateway %s: %w", path, errors.Join(last, ctx.Err()))
+		err := fmt.Errorf("gateway %s: %w", path, errors.Join(last, ctx.Err()))
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The caller's time ran out waiting for the gateway (a
+			// request's deadline): the gateway's fault, said as such, not
+			// left to read as a busy database.
+			return &fault.Error{Code: fault.Overloaded, Detail: "the payment gateway did not answer in time; try again later",
+				RetryAfter: 5 * time.Second, Err: err}
+		}
+		return err
 	}
 	return unavailable(5*time.Second, fmt.Errorf("gateway %s after %d attempts: %w", path, c.opts.Attempts, last))
 }

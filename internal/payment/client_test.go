@@ -159,4 +159,22 @@ func TestClientTimesOutAHangingGateway(t *testing.T) {
 	if n := len(g.hits()); n < 1 || n > 2 {
 		t.Errorf("%d attempts reached the gateway, want 1 or 2", n)
 	}
+
+	// The caller's own deadline running out before the attempts do (a
+	// request's bound) is the gateway's fault too, and says so: not the
+	// database's busy-ness that a bare deadline would be read as.
+	c = newStub(t, g, payment.ClientOptions{AttemptTimeout: time.Hour, Attempts: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = c.Charge(ctx, "k-deadline", chargeReq)
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Code != fault.Overloaded || !strings.Contains(fe.Detail, "payment gateway") || fe.RetryAfter != 5*time.Second {
+		t.Errorf("Charge past the caller's deadline = %v, want overloaded naming the payment gateway, Retry-After 5 s", err)
+	}
+	// A caller that went away is not answered at all: no fault.
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	if _, err = c.Charge(ctx, "k-gone", chargeReq); fault.CodeOf(err) != "" || !errors.Is(err, context.Canceled) {
+		t.Errorf("Charge of a caller that left = %v, want the cancellation, no fault", err)
+	}
 }
