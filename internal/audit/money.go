@@ -15,16 +15,20 @@ package audit
 // refundsOwed lists every refund owed, per payment: the refund rows, and
 // the refund.requested events not yet turned into one. An event names its
 // charge (money that confirmed nothing) or else means the charge that
-// confirmed its booking (a cancellation).
+// confirmed its booking (a cancellation). The refund is the event data's
+// "refund" member (its top level is the booking), or the whole data in an
+// event of an earlier release, as booking.RefundOf reads it.
 const refundsOwed = `
 	refunds_owed AS (
 		SELECT r.payment_id, r.amount, r.currency FROM refund r
 		UNION ALL
-		SELECT p.id, (o.payload->>'amount')::bigint, o.payload->>'currency'
+		SELECT p.id, (e.refund->>'amount')::bigint, e.refund->>'currency'
 		FROM outbox o
-		JOIN payment p ON CASE WHEN o.payload ? 'providerTxnId' THEN p.provider_txn_id = o.payload->>'providerTxnId'
+		CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(o.payload->'refund') = 'object'
+			THEN o.payload->'refund' ELSE o.payload END AS refund) e
+		JOIN payment p ON CASE WHEN e.refund ? 'providerTxnId' THEN p.provider_txn_id = e.refund->>'providerTxnId'
 			ELSE p.booking_id = o.booking_id AND p.outcome = 'confirmed' END
-		WHERE o.type = 'refund.requested' AND (o.payload->>'amount')::bigint > 0
+		WHERE o.type = 'refund.requested' AND (e.refund->>'amount')::bigint > 0
 		  AND NOT EXISTS (SELECT 1 FROM refund r WHERE r.event_id = o.event_id::text))`
 
 // i4: a booking is confirmed only by a charge that fits it, and no money is

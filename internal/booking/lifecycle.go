@@ -103,8 +103,9 @@ func Record(ctx context.Context, tx pgx.Tx, b *Booking, now time.Time) error {
 }
 
 // RefundInstruction is the lifecycle's instruction to refund a cancelled
-// booking: the data of the refund.requested event Cancel writes, which the
-// payment service's refunds consumer reads as payment.RefundRequestedPayload.
+// booking: the refund of the refund.requested event Cancel writes (its
+// data's "refund" member, RefundEventData), which the payment service's
+// refunds consumer reads as payment.RefundRequestedPayload.
 type RefundInstruction struct {
 	BookingID int64  `json:"bookingId"`
 	Amount    int64  `json:"amount"`
@@ -260,8 +261,10 @@ func (l *Lifecycle) leave(ctx context.Context, tx pgx.Tx, b *Booking, to Status,
 		return nil, err
 	}
 	if refund != nil && *refund > 0 {
+		// The booking as booking.cancelled carries it, with the refund.
+		r := RefundInstruction{BookingID: nb.ID, Amount: *refund, Currency: nb.Currency, Reason: "cancelled_by_" + reason}
 		err := outbox.Write(ctx, tx, outbox.Event{BookingID: nb.ID, Type: outbox.RefundRequested, Time: now,
-			Data: RefundInstruction{BookingID: nb.ID, Amount: *refund, Currency: nb.Currency, Reason: "cancelled_by_" + reason}})
+			Data: RefundEvent(nb, nb.ID, r, now)})
 		if err != nil {
 			return nil, err
 		}

@@ -21,7 +21,8 @@ type Event struct {
 	BookingID int64     // the CloudEvents subject
 	Time      time.Time // when the change committed (server clock)
 	// Data is the booking as docs/api.md shows it after the change
-	// (booking.View), or the event's own payload (booking.RefundInstruction).
+	// (booking.View); a refund.* event's also has the refund as its
+	// "refund" member (booking.RefundEventData, read with booking.RefundOf).
 	Data json.RawMessage
 }
 

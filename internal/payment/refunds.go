@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"berth.dev/berth/internal/booking"
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/events"
 	"berth.dev/berth/internal/outbox"
@@ -44,8 +45,14 @@ func (r *Refunds) Handle(ctx context.Context, tx pgx.Tx, e events.Event) error {
 	if e.Type != outbox.RefundRequested {
 		return nil
 	}
+	// The refund is the data's "refund" member, or the whole data in an
+	// event of an earlier release (booking.RefundOf).
+	raw, err := booking.RefundOf(e.Data)
+	if err != nil {
+		return fmt.Errorf("refund event %s: %w", e.ID, err)
+	}
 	var req RefundRequestedPayload
-	if err := json.Unmarshal(e.Data, &req); err != nil {
+	if err := json.Unmarshal(raw, &req); err != nil {
 		return fmt.Errorf("refund event %s: %w", e.ID, err)
 	}
 	if req.Amount <= 0 {
@@ -63,7 +70,7 @@ func (r *Refunds) Handle(ctx context.Context, tx pgx.Tx, e events.Event) error {
 	if req.ProviderTxnID == "" {
 		q, arg = `SELECT id, provider_txn_id FROM payment WHERE booking_id = $1 AND outcome = 'confirmed'`, req.BookingID
 	}
-	err := tx.QueryRow(ctx, q, arg).Scan(&paymentID, &txn)
+	err = tx.QueryRow(ctx, q, arg).Scan(&paymentID, &txn)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Nothing was paid through berth: there is nothing to give back,
 		// and retrying would not change that.

@@ -31,10 +31,11 @@ const (
 	ReasonNotOurCharge     = "not_our_charge"    // not the charge berth started for that booking
 )
 
-// RefundRequestedPayload is the data of a refund.requested event, as the
-// webhook writes it and the refunds consumer reads it. Lifecycle.Cancel
-// writes booking.RefundInstruction (the same fields but ProviderTxnID) for
-// a confirmed booking's cancellation; the refund then ties to the charge
+// RefundRequestedPayload is the refund of a refund.requested event (the
+// "refund" member of its data, booking.RefundEventData), as the webhook
+// writes it and the refunds consumer reads it. Lifecycle.Cancel writes
+// booking.RefundInstruction (the same fields but ProviderTxnID) for a
+// confirmed booking's cancellation; the refund then ties to the charge
 // that confirmed the booking.
 type RefundRequestedPayload struct {
 	BookingID     int64  `json:"bookingId"`
@@ -44,7 +45,8 @@ type RefundRequestedPayload struct {
 	ProviderTxnID string `json:"providerTxnId,omitempty"`
 }
 
-// RefundCompleted is the data of a refund.completed event.
+// RefundCompleted is the refund of a refund.completed event (the "refund"
+// member of its data, booking.RefundEventData).
 type RefundCompleted struct {
 	RefundID        int64  `json:"refundId"`
 	BookingID       int64  `json:"bookingId"`
@@ -315,14 +317,22 @@ func refundReason(ctx context.Context, tx pgx.Tx, d WebhookData, cerr error, now
 // one, as owed a refund, adding the money to what it shows owed back
 // (refund_returned) when it is in the booking's currency. Updating the
 // booking row first also locks it, which orders the event among the
-// booking's others.
+// booking's others; the event carries the booking as that update left it
+// (booking.RefundEvent), or only its id when there is no such booking
+// (ReasonUnknownBooking).
 func requestRefund(ctx context.Context, tx pgx.Tx, r RefundRequestedPayload, now time.Time) error {
-	if _, err := tx.Exec(ctx, `UPDATE booking SET refund_status = 'REQUESTED',
+	b, err := booking.Scan(tx.QueryRow(ctx, `UPDATE booking SET refund_status = 'REQUESTED',
 			refund_returned = refund_returned + CASE WHEN currency = $3 THEN $2::bigint ELSE 0 END
-		WHERE id = $1`, r.BookingID, r.Amount, r.Currency); err != nil {
+		WHERE id = $1
+		RETURNING `+booking.Columns, r.BookingID, r.Amount, r.Currency))
+	if errors.Is(err, pgx.ErrNoRows) {
+		b, err = nil, nil
+	}
+	if err != nil {
 		return fmt.Errorf("mark booking %d refund requested: %w", r.BookingID, err)
 	}
-	return outbox.Write(ctx, tx, outbox.Event{BookingID: r.BookingID, Type: outbox.RefundRequested, Data: r, Time: now})
+	return outbox.Write(ctx, tx, outbox.Event{BookingID: r.BookingID, Type: outbox.RefundRequested,
+		Data: booking.RefundEvent(b, r.BookingID, r, now), Time: now})
 }
 
 // chargeFailed releases the booking at once, so its seats go back on sale.
@@ -469,17 +479,24 @@ func (s *Service) completeRefund(ctx context.Context, tx pgx.Tx, id int64, now t
 	}
 	// The booking's refund is SUCCEEDED once nothing it is owed is still
 	// outstanding: no unfinished refund, no refunded payment and no
-	// cancellation refund still waiting for its refund row.
-	_, err = tx.Exec(ctx, `UPDATE booking b SET refund_status = CASE WHEN
+	// cancellation refund still waiting for its refund row. The event
+	// carries the booking as this leaves it; money for no booking
+	// (ReasonUnknownBooking) has none, and its event only the id.
+	b, err := booking.Scan(tx.QueryRow(ctx, `UPDATE booking b SET refund_status = CASE WHEN
 			NOT EXISTS (SELECT 1 FROM refund r WHERE r.booking_id = b.id AND r.status <> 'SUCCEEDED')
 			AND NOT EXISTS (SELECT 1 FROM payment p WHERE p.booking_id = b.id AND p.amount > 0
 				AND (p.outcome = 'refund' OR coalesce(b.refund_amount, 0) > 0)
 				AND NOT EXISTS (SELECT 1 FROM refund r WHERE r.payment_id = p.id))
 			THEN 'SUCCEEDED' ELSE 'REQUESTED' END
-		WHERE b.id = $1`, c.BookingID)
+		WHERE b.id = $1
+		RETURNING `+booking.Columns, c.BookingID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		b, err = nil, nil
+	}
 	if err != nil {
 		return fmt.Errorf("update refund status of booking %d: %w", c.BookingID, err)
 	}
 	s.refunds.WithLabelValues("completed").Inc()
-	return outbox.Write(ctx, tx, outbox.Event{BookingID: c.BookingID, Type: outbox.RefundCompleted, Data: c, Time: now})
+	return outbox.Write(ctx, tx, outbox.Event{BookingID: c.BookingID, Type: outbox.RefundCompleted,
+		Data: booking.RefundEvent(b, c.BookingID, c, now), Time: now})
 }

@@ -539,7 +539,7 @@ func TestCancellationRefunds(t *testing.T) {
 				tc.who, tc.notice, m["status"], m["refundAmount"], m["cancelReason"], tc.refund, tc.reason)
 		}
 		var requested int64
-		err := e.pool().QueryRow(context.Background(), `SELECT coalesce(sum((payload->>'amount')::bigint), 0) FROM outbox
+		err := e.pool().QueryRow(context.Background(), `SELECT coalesce(sum((payload->'refund'->>'amount')::bigint), 0) FROM outbox
 			WHERE booking_id = $1 AND type = 'refund.requested'`, id).Scan(&requested)
 		if err != nil {
 			t.Fatal(err)
