@@ -349,9 +349,15 @@ export async function bookingPage(page, id) {
     const r = await api('GET', `/bookings/${id}/events`);
     eventsBox.replaceChildren(h('h2', {}, 'What happened'),
       h('p', { class: 'muted' }, `Times in ${zoneLabel(ctx.tz, place())}.`),
-      h('ol', { class: 'events' }, r.events.map((e) => h('li', { dataset: { event: e.type } },
-        h('strong', {}, eventWords(e.type, b.kind)), ' · ', h('time', { datetime: e.time }, dateTime(e.time, ctx.tz)),
-        e.type.startsWith('refund.') && e.data?.amount !== undefined ? ` · ${money(e.data.amount, e.data.currency)}` : ''))));
+      h('ol', { class: 'events' }, r.events.map((e) => {
+        // A refund event's data is the booking with the refund as its
+        // "refund" member; events of an earlier release have the refund
+        // as the whole data.
+        const refund = e.type.startsWith('refund.') ? (typeof e.data?.refund === 'object' && e.data.refund ? e.data.refund : e.data) : null;
+        return h('li', { dataset: { event: e.type } },
+          h('strong', {}, eventWords(e.type, b.kind)), ' · ', h('time', { datetime: e.time }, dateTime(e.time, ctx.tz)),
+          refund?.amount !== undefined ? ` · ${money(refund.amount, refund.currency)}` : '');
+      })));
   }
 
   // reload redraws only when the booking changed, so that a person's focus

@@ -1,0 +1,46 @@
+package web_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/app/apptest"
+	"berth.dev/berth/internal/auth"
+)
+
+// The timeline shows a refund event's refund, not its booking's amount: a
+// refund event's data is the booking with the refund as data.refund. A
+// flight fare refunding 80 % cancelled with notice shows 800,000 VND
+// refunded of 1,000,000; an event of an earlier release, whose data was
+// the refund itself, still shows its own amount.
+func TestBrowserTimelineRefundAmounts(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	dep := e.srv.Clock.Now().Add(72 * time.Hour).Truncate(time.Hour)
+	eighty := 80
+	fl := e.srv.Admin().CreateFlight(t, apptest.Flight{Code: "BT303", DepartureAt: dep, Fares: []apptest.Fare{
+		{Class: "ECONOMY", Price: 1_000_000, Capacity: 6, Refundable: &eighty, Seats: []string{"3A", "3B", "3C", "3D", "3E", "3F"}},
+	}}).ID
+	bid := e.srv.Customer(7801).HoldSeats(t, fl, "ECONOMY", "3A").BookingID
+	e.pay(7801, bid)
+	e.srv.Customer(7801).Cancel(t, bid)
+	// As an earlier release wrote a refund.completed: the refund as the
+	// whole data.
+	if _, err := e.srv.App.Pool.Exec(t.Context(), `INSERT INTO outbox (booking_id, type, payload, created_at)
+		VALUES ($1, 'refund.completed', jsonb_build_object('refundId', 999, 'bookingId', $1::bigint, 'amount', 123000,
+			'currency', 'VND', 'providerTxnId', 'txn_old', 'gatewayRefundId', 'rf_old'), $2)`, bid, e.srv.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	tb := e.tab("customer", auth.Customer, 7801)
+	tb.open(fmt.Sprintf("/app/bookings/%d", bid), `[data-event="refund.requested"]`)
+	requested := tb.text(`[data-event="refund.requested"]`)
+	if !strings.Contains(requested, "800,000") || strings.Contains(requested, "1,000,000") {
+		t.Errorf("the refund request reads %q, want the refund, 800,000, not the booking's 1,000,000", requested)
+	}
+	old := eval[string](tb, `[...document.querySelectorAll('[data-event="refund.completed"]')].map((e) => e.textContent).join(' | ')`)
+	if !strings.Contains(old, "123,000") {
+		t.Errorf("the earlier release's refund.completed reads %q, want its amount, 123,000", old)
+	}
+}
