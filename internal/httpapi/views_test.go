@@ -11,6 +11,7 @@ import (
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/booking"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/httpapi"
 	"berth.dev/berth/internal/payment"
 	"berth.dev/berth/internal/payment/paytest"
@@ -391,5 +392,69 @@ func TestPersonalAnswersAreNeverCached(t *testing.T) {
 	r := v.s.Do(apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/flights/%d/seats", flightID)})
 	if cc := r.Header.Get("Cache-Control"); !strings.HasPrefix(cc, "public") {
 		t.Errorf("GET /flights/%d/seats: Cache-Control %q, want public", flightID, cc)
+	}
+}
+
+// Every event GET /bookings/{id}/events serves is documented, refund
+// events too: a booking paid, cancelled with a refund, paid again (stray
+// money), both refunds completed, and an event of an earlier release whose
+// data is the refund itself. Each current event's data is the booking
+// (bookingId, status, version), a refund event's with its refund.
+func TestBookingEventsWithRefundsAreDocumented(t *testing.T) {
+	t.Parallel()
+	v := newViews(t, apptest.Options{Config: func(c *config.Config) { c.Events.InServe = false }})
+	pool := v.s.App.Pool
+	id := v.s.CreateFlight(t, apptest.Fare{Class: "ECONOMY", Price: 1000, Seats: apptest.Seats(1, 1, "AB")})
+	b := v.s.Customer(8).HoldQuantity(t, id, "ECONOMY", 1).BookingID
+	paytest.Send(t, v.s.URL, v.s.Clock.Now(), payment.ChargeSucceeded, paytest.Charge(t, pool, b))
+	v.s.Customer(8).Cancel(t, b)
+	stray := paytest.Foreign(t, pool, b)
+	paytest.Send(t, v.s.URL, v.s.Clock.Now(), payment.ChargeSucceeded, stray)
+	relay := &paytest.Relay{Pool: pool, Consumer: v.s.App.Refunds}
+	apptest.Eventually(t, 30*time.Second, "both refunds completed", func() bool {
+		if _, errs := relay.Drain(t.Context()); len(errs) > 0 {
+			t.Logf("refunds: %v", errs)
+		}
+		if err := v.s.App.PaySim.Idle(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM outbox WHERE booking_id = $1 AND type = 'refund.completed'`, b).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 2
+	})
+	// As an earlier release wrote it: the refund as the whole data.
+	if _, err := pool.Exec(t.Context(), `INSERT INTO outbox (booking_id, type, payload, created_at)
+		VALUES ($1, 'refund.requested', jsonb_build_object('bookingId', $1::bigint, 'amount', 1, 'currency', 'VND', 'reason', 'late', 'providerTxnId', 'txn_old'), $2)`,
+		b, v.s.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+
+	r := v.do(200, "/bookings/{id}/events", "GET", fmt.Sprintf("/bookings/%d/events", b), auth.Customer, 8)
+	var out struct {
+		Events []struct {
+			Type string         `json:"type"`
+			Data map[string]any `json:"data"`
+		} `json:"events"`
+	}
+	r.JSON(t, &out)
+	var types []string
+	for i, e := range out.Events {
+		types = append(types, e.Type)
+		if i == len(out.Events)-1 {
+			break // the earlier release's
+		}
+		d := e.Data
+		if d["bookingId"] != float64(b) || d["status"] == nil || d["version"] == nil || d["amount"] != float64(1000) {
+			t.Errorf("event %d (%s): data %v, want booking %d with its status, version and amount 1000", i, e.Type, d, b)
+		}
+		refund, _ := d["refund"].(map[string]any)
+		if strings.HasPrefix(e.Type, "refund.") != (refund != nil) || refund != nil && refund["amount"] == nil {
+			t.Errorf("event %d (%s): refund %v, want one with its amount exactly in refund events", i, e.Type, d["refund"])
+		}
+	}
+	if got, want := strings.Join(types, ","), "booking.held,booking.confirmed,booking.cancelled,refund.requested,refund.requested,refund.completed,refund.completed,refund.requested"; got != want {
+		t.Errorf("events %s, want %s", got, want)
 	}
 }
