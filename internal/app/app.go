@@ -216,6 +216,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *App, err error) 
 	})
 	a.Flights.SetExpirer(a.Life)
 	a.Life.PickupEarly = cfg.PickupEarly
+	a.Life.RefundOnly = cfg.Events.RefundData == "refund"
 	a.Life.OnReleased = a.bookingReleased(o.Registry)
 	cars := rental.NewService(pool, o.Clock, a.Life, rental.Config{HoldTTL: cfg.CarHoldTTL, HoldLimit: holdLimit, Queue: cfg.Protect,
 		Slots: slots, Log: o.Log, Registry: o.Registry})

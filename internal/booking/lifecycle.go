@@ -47,8 +47,23 @@ type Lifecycle struct {
 	// paths that commit here call it themselves; a caller that owns the
 	// transaction or the statement (FailPayment, a car hold) calls
 	// Released after its commit.
-	OnReleased  BookingReleased
+	OnReleased BookingReleased
+	// RefundOnly writes refund.* events with the refund alone as their
+	// data, as releases before the booking-shaped data did
+	// (BERTH_REFUND_EVENT_DATA=refund): for a rolling upgrade from such a
+	// release, whose refunds consumer reads only that shape (RefundData).
+	RefundOnly  bool
 	inventories map[Kind]Inventory
+}
+
+// RefundData is the data of a refund.* event of booking id (b, nil when
+// there is no such booking) about refund at now: RefundEvent, or the refund
+// alone while RefundOnly is set.
+func (l *Lifecycle) RefundData(b *Booking, id int64, refund any, now time.Time) any {
+	if l.RefundOnly {
+		return refund
+	}
+	return RefundEvent(b, id, refund, now)
 }
 
 // BookingReleased is told that b, no longer live, gave back what it held;
@@ -264,7 +279,7 @@ func (l *Lifecycle) leave(ctx context.Context, tx pgx.Tx, b *Booking, to Status,
 		// The booking as booking.cancelled carries it, with the refund.
 		r := RefundInstruction{BookingID: nb.ID, Amount: *refund, Currency: nb.Currency, Reason: "cancelled_by_" + reason}
 		err := outbox.Write(ctx, tx, outbox.Event{BookingID: nb.ID, Type: outbox.RefundRequested, Time: now,
-			Data: RefundEvent(nb, nb.ID, r, now)})
+			Data: l.RefundData(nb, nb.ID, r, now)})
 		if err != nil {
 			return nil, err
 		}

@@ -11,7 +11,11 @@ type Events struct {
 	InServe bool // BERTH_EVENTS_IN_SERVE
 	// Retention is how long published events and processed-event records
 	// are kept.
-	Retention    time.Duration // BERTH_EVENT_RETENTION
+	Retention time.Duration // BERTH_EVENT_RETENTION
+	// RefundData is the data of refund.* events: "booking" (the booking,
+	// the refund in data.refund) or "refund" (the refund alone, the shape
+	// of earlier releases, for a rolling upgrade from one).
+	RefundData   string        // BERTH_REFUND_EVENT_DATA
 	PollInterval time.Duration // BERTH_OUTBOX_POLL_INTERVAL
 	// NotifyURL and CheckinURL receive signed webhooks (notifications;
 	// check-in sync); unset, both are only logged. HookSecret (whsec_…)

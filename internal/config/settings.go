@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,9 @@ func (c *Config) settings() []setting {
 		{env: "BERTH_EVENTS_IN_SERVE", flag: "events-in-serve", def: "true",
 			help: "run the outbox relay and the consumers inside `serve`; `false` when `berth worker` processes run them",
 			v:    trueFalse(&e.InServe)},
+		{env: "BERTH_REFUND_EVENT_DATA", flag: "refund-event-data", def: "booking",
+			help: "`data` of `refund.*` events: `booking` (the booking, the refund in `data.refund`) or `refund` (the refund alone, as releases before 2026-12-07 wrote it: only while rolling out from one, docs/events.md)",
+			v:    text(&e.RefundData, oneOf("booking", "refund"))},
 		{env: "BERTH_EVENT_RETENTION", flag: "event-retention", def: "168h",
 			help: "how long published events and processed-event records are kept (≥ 1h)",
 			v:    duration(&e.Retention, "168h", atLeast("1h"))},
@@ -482,6 +486,15 @@ func notPlaceholder(s string) error {
 func webhookKey(s string) error {
 	_, err := WebhookKey(s)
 	return err
+}
+
+func oneOf(values ...string) func(string) error {
+	return func(s string) error {
+		if !slices.Contains(values, s) {
+			return fmt.Errorf("must be one of %s", strings.Join(values, ", "))
+		}
+		return nil
+	}
 }
 
 func logLevel(s string) error {

@@ -108,6 +108,7 @@ var bad = map[string][]string{
 	"BERTH_HOLD_CONNS":           {"few", "0", "1001"},
 	"BERTH_HOLD_FLUSHES":         {"many", "0", "65"},
 	"BERTH_LOG_LEVEL":            {"verbose", "INFO"},
+	"BERTH_REFUND_EVENT_DATA":    {"view", "Booking"},
 	"BERTH_KAFKA_BROKERS":        {",", "kafka-1:9092,,kafka-2:9092", "kafka-1", "k1:abc", ":9092", "k1:0", "k1:99999", "k 2:9092"},
 	"BERTH_TRUSTED_PROXIES":      {"proxy", "10.0.0.0/33", "10.0.0.1,,10.0.0.2"},
 	// The hook secret is needed once a hook URL is set.
@@ -182,9 +183,9 @@ func TestNamesAndDefaults(t *testing.T) {
 		"BERTH_REQUEST_LIMIT": "request-limit=100/1s", "BERTH_ADDRESS_LIMIT": "address-limit=1000/1s",
 		"BERTH_SHED_WAIT": "shed-wait=150ms", "BERTH_READ_MAX_LAG": "read-max-lag=5s", "BERTH_AUDIT_INTERVAL": "audit-interval=0s",
 		"BERTH_FARE_BUCKETS": "fare-buckets=1", "BERTH_HOLD_BATCH": "hold-batch=64", "BERTH_HOLD_CONNS": "hold-conns=4",
-		"BERTH_HOLD_FLUSHES": "hold-flushes=4",
-		"BERTH_LOG_LEVEL":    "log-level=info",
-		"":                   "migrate=false",
+		"BERTH_HOLD_FLUSHES": "hold-flushes=4", "BERTH_REFUND_EVENT_DATA": "refund-event-data=booking",
+		"BERTH_LOG_LEVEL": "log-level=info",
+		"":                "migrate=false",
 	}
 	c := Defaults()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)

@@ -167,3 +167,41 @@ func TestRefundEventOfAnEarlierRelease(t *testing.T) {
 	}
 	mustAudit(t, s)
 }
+
+// While a rolling upgrade from an earlier release runs, this release
+// writes refund events in the earlier shape (BERTH_REFUND_EVENT_DATA=
+// refund), the refund as the whole data, which the earlier release's
+// refunds consumer reads; this release's consumer reads it too.
+func TestRefundEventsInTheEarlierShapeForARollout(t *testing.T) {
+	t.Parallel()
+	s := start(t, func(c *config.Config) { c.Events.RefundData = "refund" })
+	pool := s.App.Pool
+	departure := apptest.Epoch.Add(48 * time.Hour)
+	keeps80 := 80
+	flightID := s.Admin().CreateFlight(t, apptest.Flight{Code: "VN903", DepartureAt: departure,
+		Fares: []apptest.Fare{{Class: "ECONOMY", Price: price, Capacity: 9, Seats: apptest.Seats(10, 12, "ABC"),
+			Refundable: &keeps80, RefundCutoff: "24h"}}}).ID
+	id := hold(t, s, 7, flightID, "10A", "10B")
+	charge := paytest.Pay(t, s, id)
+	s.Customer(7).Cancel(t, id)
+	stray := paytest.Foreign(t, pool, id)
+	if r := paytest.Send(t, s.URL, s.Clock.Now(), payment.ChargeSucceeded, stray); r.Status != http.StatusOK {
+		t.Fatalf("stray charge.succeeded: %d %s", r.Status, r.Body)
+	}
+	settle(t, s, nil)
+	want := int64(2*price) * 80 / 100
+	for _, c := range []struct {
+		typ    string
+		amount int64
+	}{{outbox.RefundRequested, want}, {outbox.RefundRequested, stray.Amount}, {outbox.RefundCompleted, want}, {outbox.RefundCompleted, stray.Amount}} {
+		if n := count(t, pool, `SELECT count(*) FROM outbox WHERE booking_id = $1 AND type = $2
+			AND payload->>'amount' = $3 AND NOT payload ? 'refund' AND NOT payload ? 'status'`, id, c.typ, itoa(c.amount)); n != 1 {
+			t.Errorf("%d %s events of %d in the earlier shape, want 1", n, c.typ, c.amount)
+		}
+	}
+	if st := s.App.PaySim.Stats(); st.RefundedAmount[charge.ProviderTxnID] != want || st.RefundedAmount[stray.ProviderTxnID] != stray.Amount {
+		t.Errorf("the gateway refunded %d and %d, want %d and %d", st.RefundedAmount[charge.ProviderTxnID],
+			st.RefundedAmount[stray.ProviderTxnID], want, stray.Amount)
+	}
+	mustAudit(t, s)
+}

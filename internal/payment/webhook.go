@@ -251,7 +251,7 @@ func (s *Service) refundPayment(ctx context.Context, tx pgx.Tx, id int64, d Webh
 	if d.Amount == 0 {
 		return nil
 	}
-	return requestRefund(ctx, tx, RefundRequestedPayload{BookingID: d.BookingID, Amount: d.Amount, Currency: d.Currency,
+	return s.requestRefund(ctx, tx, RefundRequestedPayload{BookingID: d.BookingID, Amount: d.Amount, Currency: d.Currency,
 		Reason: reason, ProviderTxnID: d.ProviderTxnID}, now)
 }
 
@@ -320,7 +320,7 @@ func refundReason(ctx context.Context, tx pgx.Tx, d WebhookData, cerr error, now
 // booking's others; the event carries the booking as that update left it
 // (booking.RefundEvent), or only its id when there is no such booking
 // (ReasonUnknownBooking).
-func requestRefund(ctx context.Context, tx pgx.Tx, r RefundRequestedPayload, now time.Time) error {
+func (s *Service) requestRefund(ctx context.Context, tx pgx.Tx, r RefundRequestedPayload, now time.Time) error {
 	b, err := booking.Scan(tx.QueryRow(ctx, `UPDATE booking SET refund_status = 'REQUESTED',
 			refund_returned = refund_returned + CASE WHEN currency = $3 THEN $2::bigint ELSE 0 END
 		WHERE id = $1
@@ -332,7 +332,7 @@ func requestRefund(ctx context.Context, tx pgx.Tx, r RefundRequestedPayload, now
 		return fmt.Errorf("mark booking %d refund requested: %w", r.BookingID, err)
 	}
 	return outbox.Write(ctx, tx, outbox.Event{BookingID: r.BookingID, Type: outbox.RefundRequested,
-		Data: booking.RefundEvent(b, r.BookingID, r, now), Time: now})
+		Data: s.life.RefundData(b, r.BookingID, r, now), Time: now})
 }
 
 // chargeFailed releases the booking at once, so its seats go back on sale.
@@ -498,5 +498,5 @@ func (s *Service) completeRefund(ctx context.Context, tx pgx.Tx, id int64, now t
 	}
 	s.refunds.WithLabelValues("completed").Inc()
 	return outbox.Write(ctx, tx, outbox.Event{BookingID: c.BookingID, Type: outbox.RefundCompleted,
-		Data: booking.RefundEvent(b, c.BookingID, c, now), Time: now})
+		Data: s.life.RefundData(b, c.BookingID, c, now), Time: now})
 }
