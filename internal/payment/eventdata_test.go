@@ -22,11 +22,7 @@ import (
 func TestEveryEventCarriesTheBooking(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
-	departure := apptest.Epoch.Add(48 * time.Hour)
-	keeps80 := 80
-	flightID := s.Admin().CreateFlight(t, apptest.Flight{Code: "VN901", DepartureAt: departure,
-		Fares: []apptest.Fare{{Class: "ECONOMY", Price: price, Capacity: 9, Seats: apptest.Seats(10, 12, "ABC"),
-			Refundable: &keeps80, RefundCutoff: "24h"}}}).ID
+	flightID := refunds80(t, s, "VN901")
 	id := hold(t, s, 7, flightID, "10A", "10B")
 	paytest.Pay(t, s, id)
 	s.Customer(7).Cancel(t, id)
@@ -135,11 +131,7 @@ func TestRefundEventOfAnEarlierRelease(t *testing.T) {
 	// after rewriting it.
 	s := start(t, func(c *config.Config) { c.Events.InServe = false })
 	pool := s.App.Pool
-	departure := apptest.Epoch.Add(48 * time.Hour)
-	keeps80 := 80
-	flightID := s.Admin().CreateFlight(t, apptest.Flight{Code: "VN902", DepartureAt: departure,
-		Fares: []apptest.Fare{{Class: "ECONOMY", Price: price, Capacity: 9, Seats: apptest.Seats(10, 12, "ABC"),
-			Refundable: &keeps80, RefundCutoff: "24h"}}}).ID
+	flightID := refunds80(t, s, "VN902")
 	id := hold(t, s, 7, flightID, "10A", "10B")
 	charge := paytest.Pay(t, s, id)
 	s.Customer(7).Cancel(t, id)
@@ -176,11 +168,7 @@ func TestRefundEventsInTheEarlierShapeForARollout(t *testing.T) {
 	t.Parallel()
 	s := start(t, func(c *config.Config) { c.Events.RefundData = "refund" })
 	pool := s.App.Pool
-	departure := apptest.Epoch.Add(48 * time.Hour)
-	keeps80 := 80
-	flightID := s.Admin().CreateFlight(t, apptest.Flight{Code: "VN903", DepartureAt: departure,
-		Fares: []apptest.Fare{{Class: "ECONOMY", Price: price, Capacity: 9, Seats: apptest.Seats(10, 12, "ABC"),
-			Refundable: &keeps80, RefundCutoff: "24h"}}}).ID
+	flightID := refunds80(t, s, "VN903")
 	id := hold(t, s, 7, flightID, "10A", "10B")
 	charge := paytest.Pay(t, s, id)
 	s.Customer(7).Cancel(t, id)
@@ -204,4 +192,15 @@ func TestRefundEventsInTheEarlierShapeForARollout(t *testing.T) {
 			st.RefundedAmount[stray.ProviderTxnID], want, stray.Amount)
 	}
 	mustAudit(t, s)
+}
+
+// refunds80 creates flight code, departing 48 h after the tests' epoch,
+// whose economy fare refunds 80 % until 24 h before departure: a
+// cancellation now refunds 80 % of the price.
+func refunds80(t *testing.T, s *apptest.Server, code string) int64 {
+	t.Helper()
+	keeps80 := 80
+	return s.Admin().CreateFlight(t, apptest.Flight{Code: code, DepartureAt: apptest.Epoch.Add(48 * time.Hour),
+		Fares: []apptest.Fare{{Class: "ECONOMY", Price: price, Capacity: 9, Seats: apptest.Seats(10, 12, "ABC"),
+			Refundable: &keeps80, RefundCutoff: "24h"}}}).ID
 }

@@ -77,10 +77,7 @@ func TestCancelConfirmedBookingRefundsByRule(t *testing.T) {
 	s := start(t, nil)
 	pool := s.App.Pool
 	departure := apptest.Epoch.Add(48 * time.Hour)
-	keeps80 := 80
-	flightID := s.Admin().CreateFlight(t, apptest.Flight{Code: "VN900", DepartureAt: departure,
-		Fares: []apptest.Fare{{Class: "ECONOMY", Price: price, Capacity: 9, Seats: apptest.Seats(10, 12, "ABC"),
-			Refundable: &keeps80, RefundCutoff: "24h"}}}).ID
+	flightID := refunds80(t, s, "VN900")
 
 	early := hold(t, s, 7, flightID, "10A", "10B")
 	earlyPay := paytest.Pay(t, s, early)
