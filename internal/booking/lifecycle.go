@@ -51,19 +51,22 @@ type Lifecycle struct {
 	// RefundOnly writes refund.* events with the refund alone as their
 	// data, as releases before the booking-shaped data did
 	// (BERTH_REFUND_EVENT_DATA=refund): for a rolling upgrade from such a
-	// release, whose refunds consumer reads only that shape (RefundData).
+	// release, whose refunds consumer reads only that shape
+	// (WriteRefundEvent).
 	RefundOnly  bool
 	inventories map[Kind]Inventory
 }
 
-// RefundData is the data of a refund.* event of booking id (b, nil when
-// there is no such booking) about refund at now: RefundEvent, or the refund
-// alone while RefundOnly is set.
-func (l *Lifecycle) RefundData(b *Booking, id int64, refund any, now time.Time) any {
-	if l.RefundOnly {
-		return refund
+// WriteRefundEvent writes, within tx, the refund.* event typ of booking id
+// (b, nil when there is no such booking) about refund at now. Its data is
+// RefundEvent's, or the refund alone while RefundOnly is set. Every refund
+// event is written here, so that both shapes are decided in one place.
+func (l *Lifecycle) WriteRefundEvent(ctx context.Context, tx pgx.Tx, typ string, b *Booking, id int64, refund any, now time.Time) error {
+	data := refund
+	if !l.RefundOnly {
+		data = RefundEvent(b, id, refund, now)
 	}
-	return RefundEvent(b, id, refund, now)
+	return outbox.Write(ctx, tx, outbox.Event{BookingID: id, Type: typ, Data: data, Time: now})
 }
 
 // BookingReleased is told that b, no longer live, gave back what it held;
@@ -278,9 +281,7 @@ func (l *Lifecycle) leave(ctx context.Context, tx pgx.Tx, b *Booking, to Status,
 	if refund != nil && *refund > 0 {
 		// The booking as booking.cancelled carries it, with the refund.
 		r := RefundInstruction{BookingID: nb.ID, Amount: *refund, Currency: nb.Currency, Reason: "cancelled_by_" + reason}
-		err := outbox.Write(ctx, tx, outbox.Event{BookingID: nb.ID, Type: outbox.RefundRequested, Time: now,
-			Data: l.RefundData(nb, nb.ID, r, now)})
-		if err != nil {
+		if err := l.WriteRefundEvent(ctx, tx, outbox.RefundRequested, nb, nb.ID, r, now); err != nil {
 			return nil, err
 		}
 	}

@@ -110,8 +110,9 @@ func (s *Service) JoinWaitlist(ctx context.Context, customer, flightID int64, cl
 		// waits for ever longer. The lock is the one each hold of the
 		// customer takes (hold_allowance), so a hold and a join of one
 		// customer are decided one after the other, with or without
-		// BERTH_HOLD_LIMIT; as there, it is taken before any other lock. The holds are read by a statement of their own, after the
-		// lock: one statement's snapshot is taken before it waits.
+		// BERTH_HOLD_LIMIT; as there, it is taken before any other lock.
+		// The holds are read by a statement of their own, after the lock:
+		// one statement's snapshot is taken before it waits.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashint8($2))`, holdLockClass, customer); err != nil {
 			return fmt.Errorf("lock the holds of customer %d: %w", customer, err)
 		}

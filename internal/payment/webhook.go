@@ -321,18 +321,24 @@ func refundReason(ctx context.Context, tx pgx.Tx, d WebhookData, cerr error, now
 // (booking.RefundEvent), or only its id when there is no such booking
 // (ReasonUnknownBooking).
 func (s *Service) requestRefund(ctx context.Context, tx pgx.Tx, r RefundRequestedPayload, now time.Time) error {
-	b, err := booking.Scan(tx.QueryRow(ctx, `UPDATE booking SET refund_status = 'REQUESTED',
+	b, err := bookingIfAny(tx.QueryRow(ctx, `UPDATE booking SET refund_status = 'REQUESTED',
 			refund_returned = refund_returned + CASE WHEN currency = $3 THEN $2::bigint ELSE 0 END
 		WHERE id = $1
 		RETURNING `+booking.Columns, r.BookingID, r.Amount, r.Currency))
-	if errors.Is(err, pgx.ErrNoRows) {
-		b, err = nil, nil
-	}
 	if err != nil {
 		return fmt.Errorf("mark booking %d refund requested: %w", r.BookingID, err)
 	}
-	return outbox.Write(ctx, tx, outbox.Event{BookingID: r.BookingID, Type: outbox.RefundRequested,
-		Data: s.life.RefundData(b, r.BookingID, r, now), Time: now})
+	return s.life.WriteRefundEvent(ctx, tx, outbox.RefundRequested, b, r.BookingID, r, now)
+}
+
+// bookingIfAny scans the booking a statement returned, nil when it
+// returned none (money for a booking id that names no booking).
+func bookingIfAny(row pgx.Row) (*booking.Booking, error) {
+	b, err := booking.Scan(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return b, err
 }
 
 // chargeFailed releases the booking at once, so its seats go back on sale.
@@ -482,7 +488,7 @@ func (s *Service) completeRefund(ctx context.Context, tx pgx.Tx, id int64, now t
 	// cancellation refund still waiting for its refund row. The event
 	// carries the booking as this leaves it; money for no booking
 	// (ReasonUnknownBooking) has none, and its event only the id.
-	b, err := booking.Scan(tx.QueryRow(ctx, `UPDATE booking b SET refund_status = CASE WHEN
+	b, err := bookingIfAny(tx.QueryRow(ctx, `UPDATE booking b SET refund_status = CASE WHEN
 			NOT EXISTS (SELECT 1 FROM refund r WHERE r.booking_id = b.id AND r.status <> 'SUCCEEDED')
 			AND NOT EXISTS (SELECT 1 FROM payment p WHERE p.booking_id = b.id AND p.amount > 0
 				AND (p.outcome = 'refund' OR coalesce(b.refund_amount, 0) > 0)
@@ -490,13 +496,9 @@ func (s *Service) completeRefund(ctx context.Context, tx pgx.Tx, id int64, now t
 			THEN 'SUCCEEDED' ELSE 'REQUESTED' END
 		WHERE b.id = $1
 		RETURNING `+booking.Columns, c.BookingID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		b, err = nil, nil
-	}
 	if err != nil {
 		return fmt.Errorf("update refund status of booking %d: %w", c.BookingID, err)
 	}
 	s.refunds.WithLabelValues("completed").Inc()
-	return outbox.Write(ctx, tx, outbox.Event{BookingID: c.BookingID, Type: outbox.RefundCompleted,
-		Data: s.life.RefundData(b, c.BookingID, c, now), Time: now})
+	return s.life.WriteRefundEvent(ctx, tx, outbox.RefundCompleted, b, c.BookingID, c, now)
 }
