@@ -197,8 +197,7 @@ func (c *Client) call(ctx context.Context, path, key string, in, out any) error 
 			// The caller's time ran out waiting for the gateway (a
 			// request's deadline): the gateway's fault, said as such, not
 			// left to read as a busy database.
-			return &fault.Error{Code: fault.Overloaded, Detail: "the payment gateway did not answer in time; try again later",
-				RetryAfter: 5 * time.Second, Err: err}
+			return gatewayDown("the payment gateway did not answer in time; try again later", 5*time.Second, err)
 		}
 		return err
 	}
@@ -207,8 +206,12 @@ func (c *Client) call(ctx context.Context, path, key string, in, out any) error 
 
 // unavailable is the fault of a gateway that cannot take calls now.
 func unavailable(retryAfter time.Duration, err error) error {
-	return &fault.Error{Code: fault.Overloaded, Detail: "the payment gateway is unavailable; try again later",
-		RetryAfter: retryAfter, Err: err}
+	return gatewayDown("the payment gateway is unavailable; try again later", retryAfter, err)
+}
+
+// gatewayDown is a 503 overloaded that says why, caused by err.
+func gatewayDown(detail string, retryAfter time.Duration, err error) error {
+	return &fault.Error{Code: fault.Overloaded, Detail: detail, RetryAfter: retryAfter, Err: err}
 }
 
 // attempt makes one HTTP request and returns the body of a 2xx answer.
