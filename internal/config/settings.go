@@ -172,7 +172,7 @@ func (c *Config) settings() []setting {
 				"about the database's cores divided by berth's processes; the rest wait their turn, or get 503 `overloaded` after `BERTH_SHED_WAIT`",
 			v: number(&c.HoldConns, between(1, 1000))},
 		{env: "BERTH_LOG_LEVEL", flag: "log-level", def: "info", help: "`debug`, `info`, `warn` or `error` (JSON lines on stderr)",
-			v: text(&c.LogLevel, logLevel)},
+			v: text(&c.LogLevel, oneOf("debug", "info", "warn", "error"))},
 		{flag: "migrate", def: "false", help: "apply the embedded migrations before serving (`berth migrate` applies them and exits)",
 			v: trueFalse(&c.Migrate)},
 	}
@@ -488,21 +488,14 @@ func webhookKey(s string) error {
 	return err
 }
 
+// oneOf accepts exactly the values given.
 func oneOf(values ...string) func(string) error {
 	return func(s string) error {
 		if !slices.Contains(values, s) {
-			return fmt.Errorf("must be one of %s", strings.Join(values, ", "))
+			return fmt.Errorf("%q is not one of %s", s, strings.Join(values, ", "))
 		}
 		return nil
 	}
-}
-
-func logLevel(s string) error {
-	switch s {
-	case "debug", "info", "warn", "error":
-		return nil
-	}
-	return fmt.Errorf("%q is not debug, info, warn or error", s)
 }
 
 func between(lo, hi int) func(int) error {
