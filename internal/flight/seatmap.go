@@ -16,6 +16,10 @@ import (
 type SeatMap struct {
 	FlightID int64
 	AsOf     time.Time
+	// Departed says the flight had departed at AsOf: nothing on it is for
+	// sale any more, whatever its seats' statuses say (a free seat stays
+	// AVAILABLE, the one word the statuses have for it).
+	Departed bool
 	Seats    []Seat
 }
 
@@ -28,10 +32,18 @@ type Seat struct {
 
 // SeatMap returns flight id's seat map, at most the seat map TTL old: one
 // query per refill however many callers ask. A hold past its expiry shows
-// AVAILABLE. Returns fault.NotFound.
+// AVAILABLE; a departed flight's map says so. Returns fault.NotFound.
 func (s *Service) SeatMap(ctx context.Context, id int64) (*SeatMap, error) {
 	return s.seatMaps.Get(ctx, strconv.FormatInt(id, 10), func(ctx context.Context) (*SeatMap, error) {
 		now := s.clock.Now()
+		var departure time.Time
+		err := s.reads().QueryRow(ctx, `SELECT departure_at FROM flight WHERE id = $1`, id).Scan(&departure)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fault.New(fault.NotFound, "no flight %d", id)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("seat map of flight %d: %w", id, err)
+		}
 		rows, err := s.reads().Query(ctx, `SELECT seat_no, fare_class,
 				CASE WHEN status = 'HELD' AND held_until <= $2 THEN 'AVAILABLE' ELSE status END
 			FROM seat WHERE flight_id = $1 ORDER BY length(seat_no), seat_no`, id, now)
@@ -42,16 +54,6 @@ func (s *Service) SeatMap(ctx context.Context, id int64) (*SeatMap, error) {
 		if err != nil {
 			return nil, fmt.Errorf("seat map of flight %d: %w", id, err)
 		}
-		if len(seats) == 0 {
-			var one int
-			err := s.reads().QueryRow(ctx, `SELECT 1 FROM flight WHERE id = $1`, id).Scan(&one)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil, fault.New(fault.NotFound, "no flight %d", id)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("seat map of flight %d: %w", id, err)
-			}
-		}
-		return &SeatMap{FlightID: id, AsOf: now, Seats: seats}, nil
+		return &SeatMap{FlightID: id, AsOf: now, Departed: !departure.After(now), Seats: seats}, nil
 	})
 }

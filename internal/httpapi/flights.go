@@ -126,7 +126,7 @@ func (s *Server) seatMap(w http.ResponseWriter, r *http.Request, _ auth.Caller) 
 		return err
 	}
 	w.Header().Set("Cache-Control", "public, max-age=2")
-	writeJSON(w, http.StatusOK, map[string]any{"flightId": m.FlightID, "asOf": m.AsOf.UTC(), "seats": m.Seats})
+	writeJSON(w, http.StatusOK, map[string]any{"flightId": m.FlightID, "asOf": m.AsOf.UTC(), "departed": m.Departed, "seats": m.Seats})
 	return nil
 }
 

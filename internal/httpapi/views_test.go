@@ -107,6 +107,17 @@ func TestSearchWithoutDate(t *testing.T) {
 			t.Errorf("GET /flights/%d: %s, want %s", id, r.Body, want)
 		}
 	}
+	// Its seat map says it has departed (its free seats still read
+	// AVAILABLE, the one word the statuses have for them); a hold is refused.
+	for id, want := range map[int64]bool{soon: true, week: false} {
+		r := v.do(200, "/flights/{id}/seats", "GET", fmt.Sprintf("/flights/%d/seats", id), "", 0)
+		if !strings.Contains(string(r.Body), fmt.Sprintf(`"departed":%t`, want)) {
+			t.Errorf("seat map of flight %d: %s, want departed %t", id, r.Body, want)
+		}
+	}
+	if _, p := v.s.Customer(7).TryHoldSeats(t, soon, "ECONOMY", "1A"); !p.Is(422, "validation_failed") {
+		t.Errorf("hold on the departed flight: %+v, want 422 validation_failed", p)
+	}
 }
 
 // GET /host/cars and /host/bookings: a host sees their own, an admin all,

@@ -287,6 +287,7 @@ func (c Client) Pay(t testing.TB, id int64) booking.View {
 type SeatMap struct {
 	FlightID int64         `json:"flightId"`
 	AsOf     time.Time     `json:"asOf"`
+	Departed bool          `json:"departed"`
 	Seats    []flight.Seat `json:"seats"`
 }
 
