@@ -182,6 +182,26 @@ func TestBrowserFlightDepartsWhileOpen(t *testing.T) {
 	tb.check("flight (departed while open)")
 }
 
+// The seat map's departed is the server's word: a page whose browser clock
+// is behind the departure still turns departed at its next refresh once
+// the server says the flight has gone.
+func TestBrowserFlightDepartedByServerClock(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	id := e.flight(1, 1, 0)
+	tb := e.tab("behind", auth.Customer, 5202)
+	tb.open(fmt.Sprintf("/app/flights/%d", id), `[data-seat="3A"]`)
+	if eval[bool](tb, `!!document.querySelector('[data-departed]')`) {
+		t.Fatal("the flight reads departed before its departure")
+	}
+	e.srv.Clock.Advance(3 * 24 * time.Hour) // the browser's clock stays where it is
+	tb.waitFor("the departed notice", `!!document.querySelector('[data-departed]')`)
+	if eval[bool](tb, `!!document.querySelector('[data-action="hold"]')?.checkVisibility()`) {
+		t.Error("the departed flight still offers Hold")
+	}
+	tb.check("flight (departed by the server's clock)")
+}
+
 // focused says what has the focus: its data-action, its data-* hook, or
 // its tag.
 const focused = `(() => { const a = document.activeElement; if (!a || a === document.body) return 'body';

@@ -78,11 +78,12 @@ export async function flightPage(page, id) {
   let mode = 'seats';
   const hasSeats = seatMap.seats.length > 0;
   // A departed flight sells nothing (its fares show sold out): the map is
-  // shown, but no seat can be chosen and there is nothing to hold. The
-  // API gives no clock of its own here: the browser's decides, at load and
-  // again on every choice, Hold and map refresh (a page left open past the
-  // departure turns departed then).
-  let departed = Date.parse(f.departureAt) <= Date.now();
+  // shown, but no seat can be chosen and there is nothing to hold. The seat
+  // map says whether the flight had departed when it was read (the
+  // server's clock); between reads the browser's clock decides, on every
+  // choice, Hold and map refresh (a page left open past the departure
+  // turns departed then, even on a device whose clock is behind).
+  let departed = seatMap.departed === true || Date.parse(f.departureAt) <= Date.now();
   if (!hasSeats) mode = 'quantity';
 
   const map = new SeatMap({
@@ -219,10 +220,11 @@ export async function flightPage(page, id) {
   }
 
   // checkDeparted switches the page to its departed state once the
-  // departure has passed, and reports whether it has.
-  function checkDeparted() {
+  // departure has passed by the browser's clock, or serverSays (a seat map
+  // read said so), and reports whether it has.
+  function checkDeparted(serverSays = false) {
     if (departed) return true;
-    if (Date.parse(f.departureAt) > Date.now()) return false;
+    if (!serverSays && Date.parse(f.departureAt) > Date.now()) return false;
     departed = true;
     map.readOnly = true;
     map.selected.clear();
@@ -422,6 +424,7 @@ export async function flightPage(page, id) {
     const [nf, sm] = await Promise.all([api('GET', `/flights/${id}`), api('GET', `/flights/${id}/seats`)]);
     if (page.left) return;
     f.fares = nf.fares;
+    if (sm.departed) checkDeparted(true);
     const lost = [...map.update(sm.seats), ...map.setClosed(closedClasses())];
     drawLegend();
     if (lost.length) announce(`Seat${lost.length > 1 ? 's' : ''} ${lost.join(', ')} just went to someone else.`);
