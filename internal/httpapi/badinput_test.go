@@ -112,6 +112,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"booking id with a sign", apptest.Request{Method: http.MethodGet, Path: fmt.Sprintf("/bookings/+%d", own.BookingID), Token: alice}, 404, "not_found", ""},
 		{"a bad escape in the query", apptest.Request{Method: http.MethodGet, Path: "/bookings?limit=%zz", Token: alice}, 400, "invalid_request", ""},
 		{"a bad escape in a search", apptest.Request{Method: http.MethodGet, Path: "/flights?from=SGN&to=HAN&date=%zz"}, 400, "invalid_request", ""},
+		{"a query parameter twice", apptest.Request{Method: http.MethodGet, Path: "/flights?from=SGN&to=HAN&from=DAD"}, 400, "invalid_request", ""},
+		{"a query parameter twice, once empty", apptest.Request{Method: http.MethodGet, Path: "/bookings?limit=5&limit=", Token: alice}, 400, "invalid_request", ""},
 		{"malformed body on a bodiless route", apptest.Request{Method: http.MethodPost, Path: aliceBooking + "/extend", Token: alice, Body: `{not json`}, 400, "invalid_request", ""},
 		{"a field on a bodiless route", apptest.Request{Method: http.MethodPost, Path: aliceBooking + "/cancel", Token: alice, Body: `{"reason": "changed my mind"}`}, 400, "invalid_request", ""},
 		{"a body on a payment start", apptest.Request{Method: http.MethodPost, Path: aliceBooking + "/payments", Token: alice,

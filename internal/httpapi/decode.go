@@ -70,8 +70,16 @@ func (readAhead) Close() error { return nil }
 // What was read stays with the request for what reads it after (readBody).
 func checkInput(w http.ResponseWriter, r *http.Request, bodiless bool) error {
 	if r.URL.RawQuery != "" {
-		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
 			return fault.New(fault.InvalidRequest, "the query string does not parse: %v", err)
+		}
+		// Every parameter takes one value: a second one would be silently
+		// dropped by one reader and taken by another (a proxy, a cache).
+		for k, v := range q {
+			if len(v) > 1 {
+				return fault.New(fault.InvalidRequest, "the query parameter %s is given %d times: give it once", k, len(v))
+			}
 		}
 	}
 	if r.Body == nil || r.Body == http.NoBody {
