@@ -153,12 +153,17 @@ func verifyLibrary(secret []byte, token string, now time.Time) (*claims, error) 
 	if _, ok := t.Header["crit"]; ok {
 		return nil, fmt.Errorf("%w: a critical header extension berth does not know", jwt.ErrTokenUnverifiable)
 	}
-	raw, err := strictB64.DecodeString(strings.Split(token, ".")[1]) // the library decoded it
-	if err == nil {
-		err = checkClaims(raw)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: claims: %w", jwt.ErrTokenMalformed, err)
+	// The header is held to the claims' rules too: {"alg":"none","alg":"HS256"}
+	// is one token to this parser and another to a reader keeping the first.
+	segments := strings.Split(token, ".") // the library decoded both
+	for i, what := range []string{"header", "claims"} {
+		raw, err := strictB64.DecodeString(segments[i])
+		if err == nil {
+			err = checkClaims(raw)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", jwt.ErrTokenMalformed, what, err)
+		}
 	}
 	return c, nil
 }
@@ -169,8 +174,8 @@ func verifyLibrary(secret []byte, token string, now time.Time) (*claims, error) 
 // the string (a cache, a deny list, a log search).
 var strictB64 = base64.RawURLEncoding.Strict()
 
-// checkClaims refuses, in b (claims that decoded, so valid JSON), a key
-// twice, or two keys that differ only in case (encoding/json keeps the
+// checkClaims refuses, in b (claims or a header that decoded, so valid
+// JSON), a key twice, or two keys that differ only in case (encoding/json keeps the
 // last, so {"role":"customer",…,"Role":"admin"} would be an admin), and a
 // time claim that is not a JSON number (RFC 7519's NumericDate; the
 // library also takes a numeric string). It reads the bytes once, without
@@ -195,7 +200,7 @@ func checkClaims(b []byte) error {
 		}
 		for _, k := range keys {
 			if bytes.EqualFold(k, key) {
-				return fmt.Errorf("the claim %q appears twice", key)
+				return fmt.Errorf("the member %q appears twice", key)
 			}
 		}
 		keys = append(keys, key)
@@ -203,7 +208,7 @@ func checkClaims(b []byte) error {
 		c := b[i]
 		if (c < '0' || c > '9') && c != '-' && (bytes.EqualFold(key, []byte("exp")) ||
 			bytes.EqualFold(key, []byte("nbf")) || bytes.EqualFold(key, []byte("iat"))) {
-			return fmt.Errorf("the claim %q must be a number", key)
+			return fmt.Errorf("the member %q must be a number", key)
 		}
 		i = value(b, i)
 	}

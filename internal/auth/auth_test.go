@@ -97,6 +97,8 @@ func TestVerifyRefuses(t *testing.T) {
 		tests[h.name+", role twice"] = signRaw(h.header, `{"sub":"1","role":"customer","exp":`+e+`,"role":"admin"}`)
 		tests[h.name+", Role beside role"] = signRaw(h.header, `{"sub":"1","role":"customer","exp":`+e+`,"Role":"admin"}`)
 	}
+	tests["alg twice in the header"] = signRaw(`{"alg":"none","alg":"HS256"}`, `{"sub":"1","role":"customer","exp":`+e+`}`)
+	tests["Alg beside alg in the header"] = signRaw(`{"alg":"HS256","Alg":"none"}`, `{"sub":"1","role":"customer","exp":`+e+`}`)
 	tests["a critical extension"] = signRaw(`{"alg":"HS256","crit":["x"],"x":1}`, `{"sub":"1","role":"customer","exp":`+e+`}`)
 	// The last character of a 32-byte signature carries two unused bits:
 	// set, the string differs and decodes to the same bytes.
