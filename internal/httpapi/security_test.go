@@ -96,6 +96,25 @@ func TestBearerChallengeAndScheme(t *testing.T) {
 			t.Errorf("Authorization %.20q: %d, WWW-Authenticate %q; want %d, %q", c.auth, r.Status, r.Header.Get("WWW-Authenticate"), c.want, c.challenge)
 		}
 	}
+	// Two Authorization headers, whichever comes first, are refused: a
+	// proxy reading the other one would see another caller.
+	admin := s.Token("admin", 1)
+	for _, pair := range [][2]string{{tok, admin}, {admin, tok}, {tok, tok}} {
+		req, err := http.NewRequest(http.MethodGet, s.URL+"/bookings", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Add("Authorization", "Bearer "+pair[0])
+		req.Header.Add("Authorization", "Bearer "+pair[1])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != 401 || resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("two Authorization headers: %d %s, want 401 application/problem+json", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+	}
 }
 
 // Every answer says not to sniff its type, never to be framed, and to send

@@ -184,6 +184,11 @@ func (s *Server) handle(e entry) {
 }
 
 func (s *Server) authenticate(r *http.Request, who access) (auth.Caller, error) {
+	// One header: with two, a proxy reading the last and berth the first
+	// would each see another caller.
+	if len(r.Header.Values("Authorization")) > 1 {
+		return auth.Caller{}, fault.New(fault.Unauthenticated, "give one Authorization header, not several")
+	}
 	token, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
 		return auth.Caller{}, fault.New(fault.Unauthenticated, "an Authorization: Bearer token is required")
