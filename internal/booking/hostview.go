@@ -25,7 +25,7 @@ func ListForHost(ctx context.Context, db Querier, caller auth.Caller, f HostFilt
 	}
 	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM booking
 		WHERE ($1 OR host_id = $2) AND id < $3 AND ($4 = ''
-			OR (CASE WHEN status = 'HELD' AND hold_expires_at <= $7 THEN 'EXPIRED' ELSE status END) = $4) AND ($5 = 0 OR car_id = $5)
+			OR (CASE WHEN status = 'HELD' AND hold_expires_at <= $7 THEN 'EXPIRED' ELSE status END) = $4) AND ($5::bigint = 0 OR car_id = $5)
 		ORDER BY id DESC LIMIT $6`, caller.Admin(), caller.ID, before, string(f.Status), f.CarID, limit, now)
 	if err != nil {
 		return nil, fmt.Errorf("list bookings of host %d: %w", caller.ID, err)

@@ -178,6 +178,12 @@ func TestHostViews(t *testing.T) {
 	if got := list("/host/bookings", fmt.Sprintf("/host/bookings?carId=%d", mine1), auth.Host, 50); got != fmt.Sprint(b1) {
 		t.Errorf("car %d: %s, want %d", mine1, got, b1)
 	}
+	// An id past int4 is no car of anyone's: none of its bookings, not a 500.
+	for _, id := range []int64{1 << 31, 1<<63 - 1} {
+		if got := list("/host/bookings", fmt.Sprintf("/host/bookings?carId=%d", id), auth.Host, 50); got != "" {
+			t.Errorf("car %d: %s, want none", id, got)
+		}
+	}
 	if got := list("/host/bookings", fmt.Sprintf("/host/bookings?limit=1&before=%d", b3), auth.Admin, 1); got != fmt.Sprint(b2) {
 		t.Errorf("admin, one before %d: %s, want %d", b3, got, b2)
 	}
