@@ -2,7 +2,9 @@ package httpapi_test
 
 import (
 	"fmt"
+	"html"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -373,6 +375,19 @@ func TestWebAppServed(t *testing.T) {
 	c, err := auth.Verify([]byte(apptest.AuthSecret), tok, dev.Clock.Now())
 	if err != nil || c.Role != auth.Host || c.ID != 2001 {
 		t.Errorf("dev token: %+v %v, want host 2001", c, err)
+	}
+	// next is a page of the app, or the role's home: never another site,
+	// however a browser would read it (it drops tabs and line breaks).
+	for next, want := range map[string]string{
+		"/app/bookings/7?x=1": "/app/bookings/7?x=1", "/app/signin": "/app/signin", "/\t/evil.example": "/app/",
+		"/\n/evil.example": "/app/", "/\r/evil.example": "/app/", "/app/\t/x": "/app/", "/app/%0A/x": "/app/%0A/x",
+		"https://evil.example/app/": "/app/", "/app\\evil": "/app/",
+		"/applesauce": "/app/", "/../app/": "/app/", "": "/app/",
+	} {
+		r := dev.Do(apptest.Request{Method: "GET", Path: "/dev/login?role=customer&sub=7&next=" + url.QueryEscape(next)})
+		if got := string(r.Body); r.Status != 200 || !strings.Contains(got, `name="berth-next" content="`+html.EscapeString(want)+`"`) {
+			t.Errorf("next=%q: %d, want next %s in %s", next, r.Status, want, got)
+		}
 	}
 	for _, q := range []string{"role=root&sub=1", "role=customer&sub=0", "role=customer"} {
 		if r := dev.Do(apptest.Request{Method: "GET", Path: "/dev/login?" + q}); r.Status != 422 {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -121,6 +122,11 @@ var devLoginTmpl = template.Must(template.New("login").Parse(`<!doctype html>
 <button type="submit">Sign in</button></form>{{end}}
 </main></body></html>`))
 
+// appPathRe is a page of the web app, with its query: printable URL
+// characters only. A browser drops tabs and line breaks from an address,
+// so "/\t/evil.example" would take it to another site.
+var appPathRe = regexp.MustCompile(`^/app(/[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?$`)
+
 // devLogin answers GET /dev/login (berth dev only). With role and sub it
 // signs the browser in: the page stores a token for them in sessionStorage
 // and goes on to next (a path of the app; by default the role's home).
@@ -142,7 +148,7 @@ func (s *Server) devLogin(w http.ResponseWriter, r *http.Request, _ auth.Caller)
 			return err
 		}
 		next := q.Get("next")
-		if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+		if !appPathRe.MatchString(next) {
 			next = map[string]string{auth.Customer: "/app/", auth.Host: "/app/host", auth.Admin: "/app/admin"}[role]
 		}
 		data = map[string]any{"Token": tok, "Next": next, "Role": role, "Sub": sub}
