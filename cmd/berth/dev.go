@@ -64,6 +64,12 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		env["BERTH_PAYSIM"] = "on"
 	}
 	httpAddr := pre.HTTPAddr
+	// berth dev signs in whoever asks (/dev/login, admin included) and keeps
+	// its secrets in a file: it is for this machine only.
+	if !config.IsLoopback(httpAddr) {
+		return fmt.Errorf("berth dev listens on a loopback address only (127.0.0.1:8080, [::1]:8080, localhost:8080), not %q: "+
+			"it signs in anyone who asks, as an admin too; to serve other machines, run berth serve", httpAddr)
+	}
 	// Take the port first: finding it taken after a minute of seeding
 	// would waste the minute.
 	ln, err := net.Listen("tcp", httpAddr)
