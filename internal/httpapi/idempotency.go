@@ -30,7 +30,8 @@ var replayedHeaders = []string{"Content-Type", "Location", "Cache-Control"}
 //
 //   - a key that is not 1–255 printable ASCII characters is 400;
 //   - the first request runs h; its answer is stored when it is final (not
-//     a 5xx or a 429) and the key released otherwise, so a retry runs again;
+//     a 5xx, a 429, or a 400 or 422 refusing the request as written) and
+//     the key released otherwise, so a retry runs again;
 //   - a repeat with the same method, path and body gets the stored answer,
 //     with Idempotent-Replayed: true;
 //   - a repeat while the first still runs gets 409 idempotency_key_in_use;
@@ -190,9 +191,13 @@ func validKey(k string) bool {
 }
 
 // finalStatus reports whether an answer is the request's outcome, to be
-// replayed, rather than a transient state that a retry may change.
+// replayed, rather than a transient state that a retry may change, or a
+// request refused as it was written (400 invalid_request, 422
+// validation_failed: it did nothing, and the client fixes it and sends it
+// again under the same key; only the request that ran is kept to its key).
 func finalStatus(status int) bool {
-	return status < 500 && status != http.StatusTooManyRequests && status != 499
+	return status < 500 && status != http.StatusTooManyRequests && status != 499 &&
+		status != http.StatusBadRequest && status != http.StatusUnprocessableEntity
 }
 
 // answerFromEffect makes the answer of a key whose request committed its

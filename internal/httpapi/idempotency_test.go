@@ -164,6 +164,42 @@ func keyNotFinalAnswersAreNotStored(t *testing.T, pending bool) {
 	}
 }
 
+// A request refused as it was written (400, 422) did nothing: it is not
+// kept to its key, so the client sends it again, corrected, under the same
+// key, and that one is the key's. A different body after it is refused.
+func TestKeyRefusedRequestIsNotKept(t *testing.T) {
+	t.Parallel()
+	bothWays(t, keyRefusedRequestIsNotKept)
+}
+
+func keyRefusedRequestIsNotKept(t *testing.T, pending bool) {
+	b := setupKeys(t, pending)
+	b.answer = func(n int64, w http.ResponseWriter, r *http.Request) error {
+		switch n {
+		case 1:
+			return fault.New(fault.InvalidRequest, "the body is not JSON")
+		case 2:
+			return fault.Invalid("car", "must be a car id")
+		}
+		return created(n, w, r)
+	}
+	for i, c := range []struct {
+		body string
+		want int
+	}{{`{"car":`, 400}, {`{"car":0}`, 422}, {`{"car":4}`, 201}, {`{"car":4}`, 201}, {`{"car":0}`, 422}, {`{"car":5}`, 422}} {
+		resp, body := b.post(t, 1, "k", c.body)
+		if resp.StatusCode != c.want {
+			t.Fatalf("call %d (%s): %d %s, want %d", i+1, c.body, resp.StatusCode, body, c.want)
+		}
+		if i == 3 && (!strings.Contains(body, `"run":3`) || resp.Header.Get("Idempotent-Replayed") != "true") {
+			t.Errorf("repeat of the request that ran: %s, replayed %q; want run 3's answer", body, resp.Header.Get("Idempotent-Replayed"))
+		}
+		if i >= 4 && !strings.Contains(body, "idempotency_key_reused") {
+			t.Errorf("call %d (%s) after the key's request: %s, want idempotency_key_reused", i+1, c.body, body)
+		}
+	}
+}
+
 // A final error (4xx) is the answer, stored and replayed like a success.
 func TestKeyFinalErrorIsReplayed(t *testing.T) {
 	t.Parallel()
