@@ -153,6 +153,16 @@ func printWelcome(w io.Writer, base, dir string, secret []byte, now time.Time, a
 	_ = a.Pool.QueryRow(context.Background(), `SELECT host_id FROM car ORDER BY id LIMIT 1`).Scan(&host)
 	ict := time.FixedZone("", 7*3600)
 	pickup := time.Date(now.Year(), now.Month(), now.Day()+100, 9, 0, 0, 0, ict)
+	// A car of the search free over the example's period (with a day's
+	// margin for its turnaround), so that the example runs as printed.
+	car := int64(0)
+	_ = a.Pool.QueryRow(context.Background(), `SELECT c.id FROM car c WHERE c.city = 'HN' AND NOT EXISTS (
+			SELECT FROM booking b WHERE b.kind = 'car' AND b.car_id = c.id AND b.status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
+				AND b.blocked && tstzrange($1::timestamptz - interval '1 day', $2::timestamptz + interval '1 day'))
+		ORDER BY c.id LIMIT 1`, pickup, pickup.Add(72*time.Hour)).Scan(&car)
+	// A key of its own each run: the same key with another body is refused
+	// (422 idempotency_key_reused), and the demo data outlives a run.
+	key := fmt.Sprintf("demo-%d", now.Unix())
 	fmt.Fprintf(w, `
 berth is running at %[1]s
 
@@ -167,8 +177,8 @@ Try:
   curl -X POST %[1]s/bookings -H 'Authorization: Bearer %[2]s' \
        -d '{"flightId": %[8]d, "fareClass": "ECONOMY", "seats": ["12A", "12B"]}'
   curl '%[1]s/cars?city=HN&from=%[11]s&to=%[12]s'
-  curl -X POST %[1]s/bookings -H 'Authorization: Bearer %[2]s' -H 'Idempotency-Key: demo-1' \
-       -d '{"carId": <id from the search>, "from": "%[9]s", "to": "%[10]s"}'
+  curl -X POST %[1]s/bookings -H 'Authorization: Bearer %[2]s' -H 'Idempotency-Key: %[18]s' \
+       -d '{"carId": %[17]d, "from": "%[9]s", "to": "%[10]s"}'
   Pay a hold: POST /bookings/{id}/payments (Idempotency-Key) and open the checkoutUrl it returns.
 
 More users: berth token --role customer --sub 1002 (with BERTH_AUTH_SECRET set to the "auth" value of %[15]s),
@@ -183,5 +193,5 @@ The web app, signed in as demo customer 1001 (host: role=host&sub=%[14]d, admin:
 `, base, tok(auth.Customer, 1001), tok(auth.Host, host), tok(auth.Admin, 1), from, to, date.Format(time.DateOnly), id,
 		pickup.Format(time.RFC3339), pickup.Add(72*time.Hour).Format(time.RFC3339),
 		url.QueryEscape(pickup.Format(time.RFC3339)), url.QueryEscape(pickup.Add(72*time.Hour).Format(time.RFC3339)), limits,
-		host, filepath.Join(dir, "secrets.json"), dir+string(filepath.Separator))
+		host, filepath.Join(dir, "secrets.json"), dir+string(filepath.Separator), car, key)
 }

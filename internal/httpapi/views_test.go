@@ -376,6 +376,12 @@ func TestWebAppServed(t *testing.T) {
 	if err != nil || c.Role != auth.Host || c.ID != 2001 {
 		t.Errorf("dev token: %+v %v, want host 2001", c, err)
 	}
+	// The form's host is one with cars (the first car's), as berth dev
+	// prints it.
+	dev.Host(77).CreateCar(t, apptest.Car{Plate: "30A-777.77", Model: "Kia Morning", City: "HN", DailyPrice: 600000, Deposit: 3000000, Currency: "VND"})
+	if r := dev.Do(apptest.Request{Method: "GET", Path: "/dev/login"}); !strings.Contains(string(r.Body), `href="/dev/login?role=host&amp;sub=77"`) {
+		t.Errorf("the dev sign-in page offers no host with cars: %s", r.Body)
+	}
 	// next is a page of the app, or the role's home: never another site,
 	// however a browser would read it (it drops tabs and line breaks).
 	for next, want := range map[string]string{

@@ -114,7 +114,7 @@ var devLoginTmpl = template.Must(template.New("login").Parse(`<!doctype html>
 <ul class="links">
 <li><a href="/dev/login?role=customer&amp;sub=1001">Customer 1001</a></li>
 <li><a href="/dev/login?role=customer&amp;sub=1002">Customer 1002</a></li>
-<li><a href="/dev/login?role=host&amp;sub=2001">Host 2001</a></li>
+<li><a href="/dev/login?role=host&amp;sub={{.Host}}">Host {{.Host}}</a> (who has cars)</li>
 <li><a href="/dev/login?role=admin&amp;sub=1">Admin 1</a></li></ul>
 <form method="get" action="/dev/login" class="stack">
 <label>Role <select name="role"><option>customer</option><option>host</option><option>admin</option></select></label>
@@ -133,7 +133,11 @@ var appPathRe = regexp.MustCompile(`^/app(/[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?$`)
 // Without them it shows a form.
 func (s *Server) devLogin(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	q := r.URL.Query()
-	data := map[string]any{}
+	// The demo host is one with cars, as berth dev prints it, so that the
+	// host's pages show something.
+	host := int64(2001)
+	_ = s.Pool.QueryRow(r.Context(), `SELECT host_id FROM car ORDER BY id LIMIT 1`).Scan(&host)
+	data := map[string]any{"Host": host}
 	if q.Has("role") || q.Has("sub") {
 		role := q.Get("role")
 		if !auth.ValidRole(role) {
@@ -151,7 +155,7 @@ func (s *Server) devLogin(w http.ResponseWriter, r *http.Request, _ auth.Caller)
 		if !appPathRe.MatchString(next) {
 			next = map[string]string{auth.Customer: "/app/", auth.Host: "/app/host", auth.Admin: "/app/admin"}[role]
 		}
-		data = map[string]any{"Token": tok, "Next": next, "Role": role, "Sub": sub}
+		data = map[string]any{"Token": tok, "Next": next, "Role": role, "Sub": sub, "Host": host}
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
