@@ -202,6 +202,21 @@ func TestBrowserFlightDepartedByServerClock(t *testing.T) {
 	tb.check("flight (departed by the server's clock)")
 }
 
+// An unknown flight or car is "Not found.": they are public, so "or not
+// yours", which a booking that is someone else's reads, would be wrong.
+func TestBrowserNotFoundWords(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	tb := e.tab("lost", auth.Customer, 5203)
+	for path, want := range map[string]string{"/app/cars/999999": "Not found.", "/app/flights/999999": "Not found.",
+		"/app/bookings/999999": "Not found (or not yours)."} {
+		tb.open(path, `[role="alert"]`)
+		if got := tb.text(`[role="alert"] strong`); got != want {
+			t.Errorf("%s says %q, want %q", path, got, want)
+		}
+	}
+}
+
 // focused says what has the focus: its data-action, its data-* hook, or
 // its tag.
 const focused = `(() => { const a = document.activeElement; if (!a || a === document.body) return 'body';

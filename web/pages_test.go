@@ -330,6 +330,9 @@ func TestBrowserDepartedFlight(t *testing.T) {
 	if eval[bool](tb, `!!document.querySelector('[data-action="hold"]')?.checkVisibility()`) {
 		t.Error("a departed flight offers Hold")
 	}
+	if !eval[bool](tb, `document.querySelector('[data-seat="3A"]').classList.contains('other-class')`) {
+		t.Error("a departed flight's empty seat 3A is drawn as available, not pale")
+	}
 	tb.check("flight (departed)")
 }
 

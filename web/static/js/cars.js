@@ -81,7 +81,7 @@ export async function carsPage(page) {
   const link = (c) => `/app/cars/${c.id}?${new URLSearchParams({ from: from.value, to: to.value })}`;
   const card = (c) => h('li', { class: 'card', dataset: { car: String(c.id) } },
     h('h3', {}, h('a', { href: link(c) }, c.model)),
-    h('p', {}, `${money(c.dailyPrice, c.currency)} a day · deposit ${money(c.deposit, c.currency)} · turnaround ${c.turnaround}`));
+    h('p', {}, `${money(c.dailyPrice, c.currency)} a day · deposit ${money(c.deposit, c.currency)} · ${turnaroundText(c.turnaround)}`));
   const found = h('ul', { class: 'plain' });
   // The API pages the cars: nextAfter, while there may be more, is where
   // the next page starts.
@@ -222,7 +222,7 @@ export async function carPage(page, id) {
   page.main.append(
     h('p', {}, h('a', { href: `/app/cars?city=${car.city}` }, `← Cars in ${place}`)),
     h('h1', {}, car.model),
-    h('p', {}, `${place} · ${money(car.dailyPrice, car.currency)} a day · deposit ${money(car.deposit, car.currency)} (paid when you book) · turnaround ${car.turnaround}`),
+    h('p', {}, `${place} · ${money(car.dailyPrice, car.currency)} a day · deposit ${money(car.deposit, car.currency)} (paid when you book) · ${turnaroundText(car.turnaround)}`),
     linkNotice(period.wrong) || '',
     cal,
     h('form', { class: 'card', onsubmit: book },
@@ -230,4 +230,10 @@ export async function carPage(page, id) {
       h('div', { class: 'row' }, field(`Pick-up (${zoneLabel(tz, place)})`, from), field(`Return (${zoneLabel(tz, place)})`, to), bookBtn)),
     errors.el);
   await drawMonth();
+}
+
+// turnaroundText says a car's turnaround between rentals ("turnaround 2h"),
+// or that it has none (the API writes "0s").
+function turnaroundText(t) {
+  return !t || t === '0s' ? 'no turnaround' : `turnaround ${t}`;
 }

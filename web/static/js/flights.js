@@ -375,7 +375,7 @@ export async function flightPage(page, id) {
     const place = (n) => {
       if (n > 0) {
         pos.textContent = String(n);
-        line.replaceChildren('Your place in line: ', pos, '. Estimated wait: ', eta, '.');
+        line.replaceChildren('Your place in line: ', pos, '. Estimated wait: ', eta);
       } else line.replaceChildren(h('strong', {}, 'You are next: your turn has come.'));
     };
     place(position);
@@ -416,7 +416,7 @@ export async function flightPage(page, id) {
       }
       place(st.position);
       const rate = (start.p - st.position) / ((Date.now() - start.t) / 1000);
-      eta.textContent = rate > 0 ? `about ${Math.max(1, Math.round(st.position / rate))} s` : 'estimating…';
+      eta.textContent = rate > 0 ? `about ${Math.max(1, Math.round(st.position / rate))} s.` : 'estimating…';
     }
   }
 

@@ -157,9 +157,9 @@ export class SeatMap {
       const free = s.status === 'AVAILABLE' && !this.readOnly && !closed;
       if (free) s.g.removeAttribute('aria-disabled');
       else s.g.setAttribute('aria-disabled', 'true');
-      // A sold-out class's empty seats are pale like another class's: not
-      // to be chosen.
-      s.g.classList.toggle('other-class', (!!this.fareClass && s.fareClass !== this.fareClass) || closed);
+      // A sold-out class's empty seats, and every seat of a read-only map
+      // (a departed flight), are pale like another class's: not to be chosen.
+      s.g.classList.toggle('other-class', (!!this.fareClass && s.fareClass !== this.fareClass) || closed || this.readOnly);
       s.g.classList.toggle('sold-out', closed);
       const cls = this.classNames[s.fareClass] || s.fareClass.toLowerCase();
       // The map does not know whose holds are whose (the caller's own

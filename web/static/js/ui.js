@@ -104,7 +104,9 @@ export function errorBox(err, own = {}) {
   }
   const code = err.code;
   const raw = err.problem?.detail || '';
-  let words = own[code] || leadFor(err.problem) || WORDS[code] || 'Something went wrong.';
+  // Flights and cars are public: "or not yours" is for bookings only.
+  const publicPage = /^\/app\/(flights|cars)\//.test(location.pathname);
+  let words = own[code] || leadFor(err.problem) || (code === 'not_found' && publicPage ? 'Not found.' : WORDS[code]) || 'Something went wrong.';
   if (code === 'rate_limited' && err.retryAfter > 0) words = `Too many requests; try again in ${waitWords(err.retryAfter)}.`;
   const detail = raw && raw !== words ? detailNodes(raw) : [];
   // Signed out (or the token ran out): the way back is one link away, and
