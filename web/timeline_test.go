@@ -8,6 +8,8 @@ import (
 
 	"berth.dev/berth/internal/app/apptest"
 	"berth.dev/berth/internal/auth"
+	"berth.dev/berth/internal/payment"
+	"berth.dev/berth/internal/payment/paytest"
 )
 
 // The timeline shows a refund event's refund, not its booking's amount: a
@@ -43,4 +45,31 @@ func TestBrowserTimelineRefundAmounts(t *testing.T) {
 	if !strings.Contains(old, "123,000") {
 		t.Errorf("the earlier release's refund.completed reads %q, want its amount, 123,000", old)
 	}
+}
+
+// A booking paid twice and then cancelled shows its refund (80 %, what the
+// quote said) and, apart, the second payment returned in full.
+func TestBrowserRefundAndReturnedApart(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	dep := e.srv.Clock.Now().Add(72 * time.Hour).Truncate(time.Hour)
+	eighty := 80
+	fl := e.srv.Admin().CreateFlight(t, apptest.Flight{Code: "BT304", DepartureAt: dep, Fares: []apptest.Fare{
+		{Class: "ECONOMY", Price: 1_000_000, Capacity: 6, Refundable: &eighty, Seats: []string{"3A", "3B", "3C", "3D", "3E", "3F"}},
+	}}).ID
+	bid := e.srv.Customer(7802).HoldSeats(t, fl, "ECONOMY", "3A").BookingID
+	e.pay(7802, bid)
+	if r := paytest.Send(t, e.srv.URL, e.srv.Clock.Now(), payment.ChargeSucceeded, paytest.Foreign(t, e.srv.App.Pool, bid)); r.Status != 200 {
+		t.Fatalf("second charge.succeeded: %d %s", r.Status, r.Body)
+	}
+	e.srv.Customer(7802).Cancel(t, bid)
+	tb := e.tab("customer", auth.Customer, 7802)
+	tb.open(fmt.Sprintf("/app/bookings/%d", bid), `[data-returned]`)
+	if got := tb.text(`[data-refund]`); !strings.Contains(got, "800,000") {
+		t.Errorf("the refund reads %q, want 800,000", got)
+	}
+	if got := tb.text(`[data-returned]`); !strings.Contains(got, "1,000,000") {
+		t.Errorf("the money returned reads %q, want 1,000,000", got)
+	}
+	tb.check("booking (refund and money returned)")
 }

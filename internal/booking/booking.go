@@ -85,7 +85,7 @@ type Booking struct {
 	// RefundAmount is what a cancellation refunds (nil before one);
 	// Returned is the money that arrived for the booking but did not
 	// confirm it, owed back in full, in the booking's currency. The
-	// booking shows their sum as its refundAmount (View).
+	// booking shows them apart: refundAmount and returnedAmount (View).
 	RefundAmount *int64
 	Returned     int64
 	// RefundStatus is REQUESTED while money is owed back to the customer
@@ -166,30 +166,31 @@ func deref[T any](p *T) T {
 
 // View is a booking as docs/api.md shows it, in clients' answers and in events.
 type View struct {
-	BookingID     int64      `json:"bookingId"`
-	Kind          Kind       `json:"kind"`
-	Status        Status     `json:"status"`
-	CustomerID    int64      `json:"customerId"`
-	Amount        int64      `json:"amount"`
-	Currency      string     `json:"currency"`
-	HoldExpiresAt *time.Time `json:"holdExpiresAt,omitempty"`
-	ExtendedAt    *time.Time `json:"extendedAt,omitempty"`
-	FlightID      int64      `json:"flightId,omitempty"`
-	FareClass     string     `json:"fareClass,omitempty"`
-	Seats         []string   `json:"seats,omitempty"`
-	Quantity      int        `json:"quantity,omitempty"`
-	PaymentURL    string     `json:"paymentUrl,omitempty"`
-	RefundAmount  *int64     `json:"refundAmount,omitempty"`
-	RefundStatus  string     `json:"refundStatus,omitempty"`
-	CancelReason  string     `json:"cancelReason,omitempty"`
-	CarID         int64      `json:"carId,omitempty"`
-	From          *time.Time `json:"from,omitempty"`
-	To            *time.Time `json:"to,omitempty"`
-	Deposit       *int64     `json:"deposit,omitempty"`
-	RentalPrice   *int64     `json:"rentalPrice,omitempty"`
-	Version       int        `json:"version"`
-	CreatedAt     time.Time  `json:"createdAt"`
-	UpdatedAt     time.Time  `json:"updatedAt"`
+	BookingID      int64      `json:"bookingId"`
+	Kind           Kind       `json:"kind"`
+	Status         Status     `json:"status"`
+	CustomerID     int64      `json:"customerId"`
+	Amount         int64      `json:"amount"`
+	Currency       string     `json:"currency"`
+	HoldExpiresAt  *time.Time `json:"holdExpiresAt,omitempty"`
+	ExtendedAt     *time.Time `json:"extendedAt,omitempty"`
+	FlightID       int64      `json:"flightId,omitempty"`
+	FareClass      string     `json:"fareClass,omitempty"`
+	Seats          []string   `json:"seats,omitempty"`
+	Quantity       int        `json:"quantity,omitempty"`
+	PaymentURL     string     `json:"paymentUrl,omitempty"`
+	RefundAmount   *int64     `json:"refundAmount,omitempty"`
+	ReturnedAmount *int64     `json:"returnedAmount,omitempty"`
+	RefundStatus   string     `json:"refundStatus,omitempty"`
+	CancelReason   string     `json:"cancelReason,omitempty"`
+	CarID          int64      `json:"carId,omitempty"`
+	From           *time.Time `json:"from,omitempty"`
+	To             *time.Time `json:"to,omitempty"`
+	Deposit        *int64     `json:"deposit,omitempty"`
+	RentalPrice    *int64     `json:"rentalPrice,omitempty"`
+	Version        int        `json:"version"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	UpdatedAt      time.Time  `json:"updatedAt"`
 }
 
 // inZone formats t in RFC 3339 in b.Zone, as b's answers show its times.
@@ -203,21 +204,6 @@ func (b *Booking) zone() *time.Location {
 	return b.Zone
 }
 
-// refundShown is the refundAmount b shows: all the money owed back to its
-// customer in its currency, its cancellation's refund and the money that
-// could not confirm it, so that a refund status always comes with the
-// amount it is about; nil while neither is there.
-func (b *Booking) refundShown() *int64 {
-	if b.RefundAmount == nil && b.Returned == 0 {
-		return nil
-	}
-	n := b.Returned
-	if b.RefundAmount != nil {
-		n += *b.RefundAmount
-	}
-	return &n
-}
-
 // View returns b as docs/api.md shows it, its times in b.Zone.
 func (b *Booking) View() View {
 	zone := b.zone()
@@ -228,12 +214,16 @@ func (b *Booking) View() View {
 		CustomerID:   b.CustomerID,
 		Amount:       b.Amount,
 		Currency:     b.Currency,
-		RefundAmount: b.refundShown(),
+		RefundAmount: b.RefundAmount,
 		RefundStatus: b.RefundStatus,
 		CancelReason: b.CancelReason,
 		Version:      b.Version,
 		CreatedAt:    b.CreatedAt.In(zone),
 		UpdatedAt:    b.UpdatedAt.In(zone),
+	}
+	if b.Returned > 0 {
+		n := b.Returned
+		v.ReturnedAmount = &n
 	}
 	if b.Status == Held {
 		t := b.HoldExpiresAt.In(zone)

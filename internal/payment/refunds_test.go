@@ -201,10 +201,11 @@ func TestPaytestConfirm(t *testing.T) {
 	}
 }
 
-// A booking that shows a refund status shows the amount it is about: the
-// money that arrived for it and is owed back counts in its refundAmount
-// as a cancellation's refund does, in its answers and in the events the
-// database writes (booking_view).
+// A booking that shows a refund status shows the amounts it is about,
+// apart: refundAmount is the cancellation's refund alone (what its quote
+// said; a hold's release 0), returnedAmount the money that arrived for it
+// and is returned in full, in its answers and in the events the database
+// writes (booking_view).
 func TestBookingShowsTheAmountOfItsRefund(t *testing.T) {
 	t.Parallel()
 	s, pool, flightID := startFlight(t)
@@ -221,12 +222,12 @@ func TestBookingShowsTheAmountOfItsRefund(t *testing.T) {
 		t.Fatalf("charge.succeeded: %d %s", r.Status, r.Body)
 	}
 	bookings := []struct {
-		id, customer int64
-		status       string
-		refund       float64
+		id, customer     int64
+		status           string
+		refund, returned any
 	}{
-		{cancelled, 7, "CANCELLED", 2 * price},
-		{held, 8, "HELD", price},
+		{cancelled, 7, "CANCELLED", float64(0), float64(2 * price)},
+		{held, 8, "HELD", nil, float64(price)},
 	}
 	check := func(refundStatus string) {
 		t.Helper()
@@ -237,9 +238,9 @@ func TestBookingShowsTheAmountOfItsRefund(t *testing.T) {
 				t.Fatal(err)
 			}
 			for where, m := range map[string]map[string]any{"GET": r.Map(t), "booking_view": view} {
-				if m["status"] != b.status || m["refundStatus"] != refundStatus || m["refundAmount"] != b.refund {
-					t.Errorf("booking %d (%s): status %v, refundStatus %v, refundAmount %v; want %s, %s, %.0f",
-						b.id, where, m["status"], m["refundStatus"], m["refundAmount"], b.status, refundStatus, b.refund)
+				if m["status"] != b.status || m["refundStatus"] != refundStatus || m["refundAmount"] != b.refund || m["returnedAmount"] != b.returned {
+					t.Errorf("booking %d (%s): status %v, refundStatus %v, refundAmount %v, returnedAmount %v; want %s, %s, %v, %v",
+						b.id, where, m["status"], m["refundStatus"], m["refundAmount"], m["returnedAmount"], b.status, refundStatus, b.refund, b.returned)
 				}
 			}
 		}
@@ -247,5 +248,22 @@ func TestBookingShowsTheAmountOfItsRefund(t *testing.T) {
 	check("REQUESTED")
 	settle(t, s, nil)
 	check("SUCCEEDED")
+
+	// Confirmed, paid a second time under another transaction (returned),
+	// then cancelled: the cancellation answers what its quote said.
+	paid := hold(t, s, 9, flightID, "12A")
+	paytest.Pay(t, s, paid)
+	if r := paytest.Send(t, s.URL, s.Clock.Now(), payment.ChargeSucceeded, paytest.Foreign(t, pool, paid)); r.Status != http.StatusOK {
+		t.Fatalf("second charge.succeeded: %d %s", r.Status, r.Body)
+	}
+	var quote struct {
+		RefundAmount int64 `json:"refundAmount"`
+	}
+	r := s.Do(apptest.Request{Method: http.MethodGet, Path: path("/bookings/%d/refund-quote", paid), Token: s.Token("customer", 9)})
+	r.JSON(t, &quote)
+	v := s.Customer(9).Cancel(t, paid)
+	if v.RefundAmount == nil || *v.RefundAmount != quote.RefundAmount || v.ReturnedAmount == nil || *v.ReturnedAmount != price {
+		t.Errorf("cancelled after money returned: refundAmount %v, returnedAmount %v; want the quote's %d and %d", v.RefundAmount, v.ReturnedAmount, quote.RefundAmount, price)
+	}
 	mustAudit(t, s)
 }

@@ -227,7 +227,12 @@ export async function bookingPage(page, id) {
       add('Rental price', money(b.rentalPrice, b.currency), h('span', { class: 'muted' }, ' (paid at pick-up)'));
     }
     add(b.kind === 'car' ? 'Deposit, paid now' : 'Amount', h('strong', {}, money(b.amount, b.currency)));
-    if (b.refundAmount !== undefined && b.status === 'CANCELLED') add('Refund', h('strong', { dataset: { refund: '' } }, money(b.refundAmount, b.currency)), b.refundStatus ? ` (${b.refundStatus.toLowerCase()})` : '');
+    const refundState = b.refundStatus ? ` (${b.refundStatus.toLowerCase()})` : '';
+    if (b.refundAmount !== undefined && b.status === 'CANCELLED') add('Refund', h('strong', { dataset: { refund: '' } }, money(b.refundAmount, b.currency)), b.refundAmount > 0 ? refundState : '');
+    // Money that came for the booking but could not pay for it (late, a
+    // second payment) goes back in full, apart from any refund.
+    if (b.returnedAmount) add('Returned', h('strong', { dataset: { returned: '' } }, money(b.returnedAmount, b.currency)), refundState,
+      h('span', { class: 'muted' }, ' — a payment that could not be used for this booking'));
     if (b.cancelReason) add('Cancelled by', b.cancelReason.replace('_', ' '));
 
     const actions = h('div', { class: 'row' });
