@@ -36,8 +36,8 @@ func Issue(secret []byte, sub int64, role string, now time.Time, ttl time.Durati
 	if !ValidRole(role) {
 		return "", fmt.Errorf("unknown role %q", role)
 	}
-	if sub <= 0 {
-		return "", fmt.Errorf("subject must be a positive id, got %d", sub)
+	if sub <= 0 || sub > MaxID {
+		return "", fmt.Errorf("subject must be an id from 1 to %d, got %d", MaxID, sub)
 	}
 	c := claims{Role: role, RegisteredClaims: jwt.RegisteredClaims{
 		Subject:   strconv.FormatInt(sub, 10),
@@ -46,6 +46,11 @@ func Issue(secret []byte, sub int64, role string, now time.Time, ttl time.Durati
 	}}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(secret)
 }
+
+// MaxID is the largest caller id: 2^53 − 1. Ids are JSON numbers
+// (customerId in every booking), and a client in JavaScript reads a number
+// exactly only up to it: a larger one would turn into another id there.
+const MaxID = 1<<53 - 1
 
 // ErrInvalid is returned for any token that must not be trusted.
 var ErrInvalid = errors.New("invalid token")
@@ -259,8 +264,8 @@ func caller(c *claims) (Caller, error) {
 	// Only the canonical form ("42", not "042" or "+42"): one caller, one
 	// spelling of their id.
 	id, err := strconv.ParseInt(c.Subject, 10, 64)
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != c.Subject {
-		return Caller{}, fmt.Errorf("%w: subject %q is not a numeric id", ErrInvalid, c.Subject)
+	if err != nil || id <= 0 || id > MaxID || strconv.FormatInt(id, 10) != c.Subject {
+		return Caller{}, fmt.Errorf("%w: subject %q is not a numeric id from 1 to %d", ErrInvalid, c.Subject, MaxID)
 	}
 	if !ValidRole(c.Role) {
 		return Caller{}, fmt.Errorf("%w: unknown role %q", ErrInvalid, c.Role)

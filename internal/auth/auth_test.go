@@ -69,6 +69,7 @@ func TestVerifyRefuses(t *testing.T) {
 		"zero sub":        sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "0", "role": "admin", "exp": exp}),
 		"sub with a zero": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "01", "role": "admin", "exp": exp}),
 		"sub with a sign": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "+1", "role": "admin", "exp": exp}),
+		"sub past 2^53-1": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "9007199254740992", "role": "admin", "exp": exp}),
 		"unknown role":    sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1", "role": "root", "exp": exp}),
 		"garbage":         "not.a.token",
 		// Signed and valid but for its size: refused before it is decoded.
@@ -141,5 +142,22 @@ func BenchmarkVerify(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Ids run from 1 to MaxID (2^53 − 1, the largest a JavaScript client reads
+// exactly): Issue refuses one past it, and Verify takes MaxID itself.
+func TestIDsUpToMaxID(t *testing.T) {
+	secret := []byte("test-secret-0123456789abcdef")
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	tok, err := Issue(secret, MaxID, Customer, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Verify(secret, tok, now); err != nil || c.ID != MaxID {
+		t.Errorf("MaxID: %+v %v", c, err)
+	}
+	if _, err := Issue(secret, MaxID+1, Customer, now, time.Hour); err == nil {
+		t.Error("Issue took MaxID + 1")
 	}
 }

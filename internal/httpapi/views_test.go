@@ -395,7 +395,7 @@ func TestWebAppServed(t *testing.T) {
 			t.Errorf("next=%q: %d, want next %s in %s", next, r.Status, want, got)
 		}
 	}
-	for _, q := range []string{"role=root&sub=1", "role=customer&sub=0", "role=customer"} {
+	for _, q := range []string{"role=root&sub=1", "role=customer&sub=0", "role=customer", "role=customer&sub=9007199254740992"} {
 		if r := dev.Do(apptest.Request{Method: "GET", Path: "/dev/login?" + q}); r.Status != 422 {
 			t.Errorf("/dev/login?%s: %d, want 422", q, r.Status)
 		}

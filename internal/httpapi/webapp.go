@@ -144,8 +144,8 @@ func (s *Server) devLogin(w http.ResponseWriter, r *http.Request, _ auth.Caller)
 			return fault.Invalid("role", "must be customer, host or admin")
 		}
 		sub, err := strconv.ParseInt(q.Get("sub"), 10, 64)
-		if err != nil || sub < 1 {
-			return fault.Invalid("sub", "must be a positive user id")
+		if err != nil || sub < 1 || sub > auth.MaxID {
+			return fault.Invalid("sub", "must be a user id from 1 to %d", auth.MaxID)
 		}
 		tok, err := auth.Issue(s.AuthSecret, sub, role, s.Clock.Now(), devTokenTTL)
 		if err != nil {
