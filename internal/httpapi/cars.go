@@ -249,14 +249,16 @@ func (s *Server) carCalendar(w http.ResponseWriter, r *http.Request, _ auth.Call
 // createCarBooking is the car branch of POST /bookings: {"carId", "from",
 // "to"}, with a required Idempotency-Key.
 func (s *Server) createCarBooking(w http.ResponseWriter, r *http.Request, c auth.Caller, req createBookingRequest) error {
-	if err := checkCarIdempotencyKey(r); err != nil {
-		return err
-	}
+	// What the body asks for first: a body for both a car and a flight is
+	// wrong with or without a key.
 	switch {
 	case req.FlightID != nil || req.FareClass != "" || req.Seats != nil || req.Quantity != nil:
 		return fault.Invalid("carId", "a booking is for a car or for a flight, not both")
 	case req.CarID == nil:
 		return fault.Invalid("carId", "is required")
+	}
+	if err := checkCarIdempotencyKey(r); err != nil {
+		return err
 	}
 	hr := rental.HoldRequest{CustomerID: c.ID, CarID: *req.CarID}
 	var err error

@@ -376,6 +376,13 @@ func TestIdempotencyKeyRequiredForCars(t *testing.T) {
 			t.Errorf("%s Idempotency-Key: %d %s, want 400 invalid_request", name, r.Status, r.Body)
 		}
 	}
+	// A body for a car and a flight at once is wrong whatever the key: it
+	// is told so, not sent for a key first.
+	both := map[string]any{"carId": c.ID, "flightId": 1, "from": body["from"], "to": body["to"]}
+	if r := e.s.Do(apptest.Request{Method: http.MethodPost, Path: "/bookings", Token: e.s.Token("customer", 1), Body: both}); r.Status != http.StatusUnprocessableEntity ||
+		r.Code() != "validation_failed" || !strings.Contains(string(r.Body), "not both") {
+		t.Errorf("car and flight without a key: %d %s, want 422 validation_failed, not both", r.Status, r.Body)
+	}
 	if after := snapshot(t, e.pool()); after != before {
 		t.Errorf("refused bookings changed the database: %+v → %+v", before, after)
 	}
