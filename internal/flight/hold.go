@@ -258,6 +258,9 @@ func queuedError(flightID int64, class string) error {
 // seatsTaken is the error of a request whose seats, all of its class, are
 // not all free.
 func seatsTaken(r HoldRequest) error {
+	if len(r.Seats) == 1 {
+		return fault.New(fault.SeatUnavailable, "seat %s is held or sold", r.Seats[0])
+	}
 	return fault.New(fault.SeatUnavailable, "seats %s: at least one is held or sold", strings.Join(r.Seats, ", "))
 }
 

@@ -220,6 +220,10 @@ func TestGroupHoldIsAllOrNothing(t *testing.T) {
 	if c := fareCounters(t, s.App.Pool, flightID, "ECONOMY"); c != (counters{held: 1}) {
 		t.Errorf("counters = %+v, want held 1", c)
 	}
+	// One seat is named as one.
+	if _, p := s.Customer(3).TryHoldSeats(t, flightID, "ECONOMY", "20C"); !p.Is(http.StatusConflict, "seat_unavailable") || p.Detail != "seat 20C is held or sold" {
+		t.Errorf("one taken seat: %v, want 409 seat_unavailable \"seat 20C is held or sold\"", p)
+	}
 }
 
 // twoSeatsHeldByOneBooking fails t unless exactly two seats of the flight
