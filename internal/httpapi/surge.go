@@ -90,13 +90,6 @@ func holdIntent(r *http.Request, c auth.Caller, hr flight.HoldRequest) guard.Int
 		Token: r.Header.Get("Waiting-Room-Token")}
 }
 
-// RoomSettings is a flight's waiting room as PATCH /admin/flights/{id}
-// answers it.
-type RoomSettings struct {
-	Enabled        bool `json:"enabled"`
-	AdmitPerSecond int  `json:"admitPerSecond"`
-}
-
 // patchFlight changes a flight's settings: today its waiting room.
 func (s *Server) patchFlight(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	id, err := pathID(r, "flight")
@@ -132,10 +125,15 @@ func (s *Server) patchFlight(w http.ResponseWriter, r *http.Request, _ auth.Call
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		FlightView
-		WaitingRoom RoomSettings `json:"waitingRoom"`
-	}{viewFlight(f, true), RoomSettings(room)})
+	// The answer is the flight as GET /admin/flights/{id} shows it, with
+	// the room as just set (a read of the rooms may be a moment older).
+	views, err := s.adminViews(r.Context(), []*flight.Flight{f})
+	if err != nil {
+		return err
+	}
+	v := views[0]
+	v.WaitingRoom.Enabled, v.WaitingRoom.AdmitPerSecond = room.Enabled, room.AdmitPerSecond
+	writeJSON(w, http.StatusOK, v)
 	return nil
 }
 

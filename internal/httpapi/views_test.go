@@ -228,6 +228,11 @@ func TestAdminFlights(t *testing.T) {
 	if !strings.HasSuffix(strings.TrimSpace(string(one.Body)), want) {
 		t.Errorf("admin flight %s\nwant it to end %s", one.Body, want)
 	}
+	// PATCH answers the flight as GET does: the room with its queue.
+	patched := v.s.Admin().SetWaitingRoom(t, id, true, 7)
+	if r := patched.WaitingRoom; !r.Enabled || r.AdmitPerSecond != 7 || r.Queued != 1 {
+		t.Errorf("PATCH answered the room %+v, want enabled, 7 a second, 1 queued", r)
+	}
 	var list struct {
 		Flights []struct {
 			ID          int64 `json:"id"`

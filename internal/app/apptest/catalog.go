@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/guard"
 	"berth.dev/berth/internal/httpapi"
 )
 
@@ -112,7 +113,7 @@ func (c Client) SetOverbookLimit(t testing.TB, flightID int64, class string, lim
 // its waiting room.
 type FlightRoom struct {
 	httpapi.FlightView
-	WaitingRoom httpapi.RoomSettings `json:"waitingRoom"`
+	WaitingRoom guard.RoomView `json:"waitingRoom"`
 }
 
 // SetWaitingRoom switches flightID's waiting room as an admin, admitting
