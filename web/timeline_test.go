@@ -20,13 +20,7 @@ import (
 func TestBrowserTimelineRefundAmounts(t *testing.T) {
 	t.Parallel()
 	e := start(t)
-	dep := e.srv.Clock.Now().Add(72 * time.Hour).Truncate(time.Hour)
-	eighty := 80
-	fl := e.srv.Admin().CreateFlight(t, apptest.Flight{Code: "BT303", DepartureAt: dep, Fares: []apptest.Fare{
-		{Class: "ECONOMY", Price: 1_000_000, Capacity: 6, Refundable: &eighty, Seats: []string{"3A", "3B", "3C", "3D", "3E", "3F"}},
-	}}).ID
-	bid := e.srv.Customer(7801).HoldSeats(t, fl, "ECONOMY", "3A").BookingID
-	e.pay(7801, bid)
+	bid := e.paidEighty(7801)
 	e.srv.Customer(7801).Cancel(t, bid)
 	// As an earlier release wrote a refund.completed: the refund as the
 	// whole data.
@@ -52,13 +46,7 @@ func TestBrowserTimelineRefundAmounts(t *testing.T) {
 func TestBrowserRefundAndReturnedApart(t *testing.T) {
 	t.Parallel()
 	e := start(t)
-	dep := e.srv.Clock.Now().Add(72 * time.Hour).Truncate(time.Hour)
-	eighty := 80
-	fl := e.srv.Admin().CreateFlight(t, apptest.Flight{Code: "BT304", DepartureAt: dep, Fares: []apptest.Fare{
-		{Class: "ECONOMY", Price: 1_000_000, Capacity: 6, Refundable: &eighty, Seats: []string{"3A", "3B", "3C", "3D", "3E", "3F"}},
-	}}).ID
-	bid := e.srv.Customer(7802).HoldSeats(t, fl, "ECONOMY", "3A").BookingID
-	e.pay(7802, bid)
+	bid := e.paidEighty(7802)
 	if r := paytest.Send(t, e.srv.URL, e.srv.Clock.Now(), payment.ChargeSucceeded, paytest.Foreign(t, e.srv.App.Pool, bid)); r.Status != 200 {
 		t.Fatalf("second charge.succeeded: %d %s", r.Status, r.Body)
 	}
@@ -72,4 +60,18 @@ func TestBrowserRefundAndReturnedApart(t *testing.T) {
 		t.Errorf("the money returned reads %q, want 1,000,000", got)
 	}
 	tb.check("booking (refund and money returned)")
+}
+
+// paidEighty is customer's confirmed booking of seat 3A on a new flight
+// three days out whose one fare, 1,000,000 VND, refunds 80 %.
+func (e *env) paidEighty(customer int64) int64 {
+	e.t.Helper()
+	dep := e.srv.Clock.Now().Add(72 * time.Hour).Truncate(time.Hour)
+	eighty := 80
+	fl := e.srv.Admin().CreateFlight(e.t, apptest.Flight{Code: "BT303", DepartureAt: dep, Fares: []apptest.Fare{
+		{Class: "ECONOMY", Price: 1_000_000, Capacity: 6, Refundable: &eighty, Seats: []string{"3A", "3B", "3C", "3D", "3E", "3F"}},
+	}}).ID
+	bid := e.srv.Customer(customer).HoldSeats(e.t, fl, "ECONOMY", "3A").BookingID
+	e.pay(customer, bid)
+	return bid
 }
