@@ -148,9 +148,7 @@ func printWelcome(w io.Writer, base, dir string, secret []byte, now time.Time, a
 	// pay and still cancel with a full refund.
 	_ = a.Pool.QueryRow(context.Background(), `SELECT origin, destination, departure_date, id FROM flight
 		WHERE departure_at > $1 ORDER BY departure_at < $1 + interval '2 days', departure_at LIMIT 1`, now).Scan(&from, &to, &date, &id)
-	// The demo host is one with cars, so that its pages show something.
-	host := int64(2001)
-	_ = a.Pool.QueryRow(context.Background(), `SELECT host_id FROM car ORDER BY id LIMIT 1`).Scan(&host)
+	host := seed.DemoHost(context.Background(), a.Pool)
 	ict := time.FixedZone("", 7*3600)
 	pickup := time.Date(now.Year(), now.Month(), now.Day()+100, 9, 0, 0, 0, ict)
 	// A car of the search free over the example's period (with a day's

@@ -15,6 +15,7 @@ import (
 
 	"berth.dev/berth/internal/auth"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/seed"
 	"berth.dev/berth/web"
 )
 
@@ -133,12 +134,11 @@ var appPathRe = regexp.MustCompile(`^/app(/[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?$`)
 // Without them it shows a form.
 func (s *Server) devLogin(w http.ResponseWriter, r *http.Request, _ auth.Caller) error {
 	q := r.URL.Query()
-	// The demo host is one with cars, as berth dev prints it, so that the
-	// host's pages show something.
-	host := int64(2001)
-	_ = s.Pool.QueryRow(r.Context(), `SELECT host_id FROM car ORDER BY id LIMIT 1`).Scan(&host)
-	data := map[string]any{"Host": host}
-	if q.Has("role") || q.Has("sub") {
+	var data map[string]any
+	if !q.Has("role") && !q.Has("sub") {
+		// The form offers the demo host berth dev prints: one with cars.
+		data = map[string]any{"Host": seed.DemoHost(r.Context(), s.Pool)}
+	} else {
 		role := q.Get("role")
 		if !auth.ValidRole(role) {
 			return fault.Invalid("role", "must be customer, host or admin")
@@ -155,7 +155,7 @@ func (s *Server) devLogin(w http.ResponseWriter, r *http.Request, _ auth.Caller)
 		if !appPathRe.MatchString(next) {
 			next = map[string]string{auth.Customer: "/app/", auth.Host: "/app/host", auth.Admin: "/app/admin"}[role]
 		}
-		data = map[string]any{"Token": tok, "Next": next, "Role": role, "Sub": sub, "Host": host}
+		data = map[string]any{"Token": tok, "Next": next, "Role": role, "Sub": sub}
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")

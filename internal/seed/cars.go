@@ -376,3 +376,14 @@ func bookingRow(c Cars, p plannedCar, rng *rand.Rand, from, to time.Time, rule [
 		from, rule, p.id, period, rental.RentalPrice(p.model.daily, from, to), int32(7 * 3600), reason, refund,
 		version, created, updated}
 }
+
+// DemoHost is the host to sign in as to see host pages with something on
+// them: the owner of the first car. Without cars it is 2001, a host with
+// none.
+func DemoHost(ctx context.Context, db interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) int64 {
+	host := int64(2001)
+	_ = db.QueryRow(ctx, `SELECT host_id FROM car ORDER BY id LIMIT 1`).Scan(&host)
+	return host
+}
