@@ -15,6 +15,7 @@ import (
 	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/devenv"
+	"berth.dev/berth/internal/rental"
 	"berth.dev/berth/internal/seed"
 )
 
@@ -151,13 +152,12 @@ func printWelcome(w io.Writer, base, dir string, secret []byte, now time.Time, a
 	host := seed.DemoHost(context.Background(), a.Pool)
 	ict := time.FixedZone("", 7*3600)
 	pickup := time.Date(now.Year(), now.Month(), now.Day()+100, 9, 0, 0, 0, ict)
-	// A car of the search free over the example's period (with a day's
-	// margin for its turnaround), so that the example runs as printed.
+	// The first car the printed search finds, so that the example runs
+	// as printed.
 	car := int64(0)
-	_ = a.Pool.QueryRow(context.Background(), `SELECT c.id FROM car c WHERE c.city = 'HN' AND NOT EXISTS (
-			SELECT FROM booking b WHERE b.kind = 'car' AND b.car_id = c.id AND b.status IN ('HELD', 'CONFIRMED', 'ON_TRIP')
-				AND b.blocked && tstzrange($1::timestamptz - interval '1 day', $2::timestamptz + interval '1 day'))
-		ORDER BY c.id LIMIT 1`, pickup, pickup.Add(72*time.Hour)).Scan(&car)
+	if res, err := a.API.Cars.Search(context.Background(), rental.SearchQuery{City: "HN", From: pickup, To: pickup.Add(72 * time.Hour), Limit: 1}); err == nil && len(res.Cars) > 0 {
+		car = res.Cars[0].ID
+	}
 	// A key of its own each run: the same key with another body is refused
 	// (422 idempotency_key_reused), and the demo data outlives a run.
 	key := fmt.Sprintf("demo-%d", now.Unix())
